@@ -1,0 +1,14 @@
+/* sddaq: the whole public API. */
+#ifndef SDDAQ_SDDAQ_H
+#define SDDAQ_SDDAQ_H
+
+#include "sddaq/err.h"
+#include "sddaq/log.h"
+#include "sddaq/clock.h"
+#include "sddaq/cpu.h"
+#include "sddaq/hist.h"
+#include "sddaq/pool.h"
+#include "sddaq/ring.h"
+#include "sddaq/fabric.h"
+
+#endif

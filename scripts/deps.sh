@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the Debian packages sddaq needs, only when some are missing. Sourced by run.sh and
+# test.sh; usable alone: scripts/deps.sh [extra packages...]
+set -euo pipefail
+
+SDDAQ_PACKAGES=(build-essential cmake pkg-config libfabric-dev libfabric-bin ucx-utils python3
+    iproute2 procps)
+
+sddaq_install_deps() {
+    local missing=()
+    for pkg in "${SDDAQ_PACKAGES[@]}" "$@"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$pkg")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    echo "sddaq: installing Debian packages: ${missing[*]}" >&2
+    local sudo=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null || {
+            echo "sddaq: need root or sudo to install: ${missing[*]}" >&2
+            return 1
+        }
+        sudo=(sudo)
+    fi
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        "${missing[@]}" >/dev/null
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    sddaq_install_deps "$@"
+fi

@@ -1,0 +1,124 @@
+/* Internal state of an sdd_ep and the objects attached to it (peers, MRs, listeners, operation
+ * slots). Shared by the files of src/fabric; never installed. */
+#ifndef SDDAQ_FABRIC_EP_INTERNAL_H
+#define SDDAQ_FABRIC_EP_INTERNAL_H
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include "fabric/boot_wire.h"
+#include "sddaq/fabric.h"
+
+#define EP_TICK_NS (2 * 1000 * 1000ull) /* housekeeping period: liveness and deadlines */
+#define EP_MAX_PEERS 4096
+
+enum op_state {
+    OP_FREE = 0,
+    OP_POSTED,    /* handed to libfabric, completion expected */
+    OP_ABANDONED, /* already failed towards the user; a late completion is dropped */
+};
+
+/* One posted operation. libfabric returns &fctx as op_context, which leads back here. */
+struct ep_op {
+    struct fi_context2 fctx; /* first member: op_context == (struct ep_op *) */
+    void *ctx;
+    sdd_peer *peer;
+    uint64_t deadline_ns; /* 0 = none (receives) */
+    uint32_t next_free;
+    uint8_t kind; /* sdd_cqe_kind */
+    uint8_t state;
+};
+
+struct sdd_mr {
+    sdd_ep *ep;
+    struct fid_mr *fid;
+    void *desc;
+    void *addr;
+    size_t len;
+    struct sdd_rkey rkey;
+    sdd_mr *next; /* ep's list, so close can reclaim forgotten regions */
+};
+
+struct sdd_peer {
+    sdd_ep *ep;
+    fi_addr_t addr;
+    int sock; /* bootstrap connection kept as liveness channel; -1 after close */
+    sdd_err status;
+    bool down_reported;
+    uint32_t inflight; /* posted operations aimed at this peer */
+    uint32_t slot;     /* index in ep->peers */
+    void *info;
+    size_t info_len;
+    char name[64];
+};
+
+struct sdd_listener {
+    sdd_ep *ep;
+    int fd;
+    uint16_t port;
+    sdd_listener *next;
+};
+
+/* Completions made by sddaq itself (injected sends, failures, peer loss) wait here until the
+ * next poll hands them out, ahead of the provider's. */
+struct cqe_fifo {
+    struct sdd_cqe *items;
+    uint32_t cap, head, tail; /* head: next to pop; tail: next to push; free-running */
+};
+
+struct sdd_ep {
+    struct sdd_ep_opts opts;
+    struct sdd_ep_info info;
+    struct fi_info *fi;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_ep *fid;
+    struct fid_av *av;
+    struct fid_cq *cq;
+    int cq_fd;    /* native wait fd or -1 */
+    int epfd;     /* what sdd_ep_fd returns: cq_fd + peer_epfd */
+    int peer_epfd; /* all peer liveness sockets */
+
+    struct ep_op *ops;
+    uint32_t nops;
+    uint32_t free_head; /* free list through ep_op.next_free; UINT32_MAX = empty */
+    uint32_t posted;    /* ops in OP_POSTED state */
+
+    struct cqe_fifo local;
+
+    sdd_peer **peers; /* EP_MAX_PEERS slots, NULL = empty */
+    uint32_t npeers;
+    sdd_mr *mrs;
+    sdd_listener *listeners;
+    uint64_t next_key; /* requested keys when the provider does not choose them */
+
+    uint64_t next_tick_ns;
+    struct sdd_ep_stats stats;
+    char prov_name[64];
+};
+
+/* Operation slots (ops.c). */
+struct ep_op *ep_op_get(sdd_ep *ep);
+void ep_op_put(sdd_ep *ep, struct ep_op *op);
+/* Fail every posted op of peer (or of all peers when peer is NULL) with status. */
+void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status);
+
+/* Local completion FIFO (cq.c). */
+int cqe_fifo_init(struct cqe_fifo *q, uint32_t cap);
+void cqe_fifo_fini(struct cqe_fifo *q);
+void ep_push_local(sdd_ep *ep, const struct sdd_cqe *cqe);
+
+/* Peers (peer.c). */
+void ep_peer_declare_down(sdd_ep *ep, sdd_peer *peer, sdd_err why);
+void ep_check_peers(sdd_ep *ep);
+sdd_peer *ep_peer_by_addr(sdd_ep *ep, fi_addr_t addr);
+void ep_close_all_peers(sdd_ep *ep);
+void ep_close_all_listeners(sdd_ep *ep);
+/* MRs (mr.c). */
+void ep_close_all_mrs(sdd_ep *ep);
+
+/* Convert a libfabric return code (negative FI_E*) to sdd_err. */
+sdd_err ep_err_from_fi(int fi_rc);
+
+#endif

@@ -1,0 +1,29 @@
+/* Subcommands of the sddaq tool and small argument helpers they share. */
+#ifndef SDDAQ_TOOLS_CLI_H
+#define SDDAQ_TOOLS_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SDDAQ_VERSION_STRING "0.1.0"
+
+struct cli_command {
+    const char *name;
+    const char *help;
+    int (*run)(int argc, char **argv);
+};
+
+int cmd_perf(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+/* Parse "4096", "64K", "16M", "1G" into bytes; -1 on malformed input. */
+int cli_parse_size(const char *s, uint64_t *out);
+
+/* Parse a size list: "8", "8,4096,64K" or a power-of-two range "8:16M". Returns the count
+ * written to sizes (at most max), or -1 on malformed input. */
+int cli_parse_sizes(const char *s, uint64_t *sizes, int max);
+
+/* Split "host:port" (also "[v6]:port"); -1 on malformed input. */
+int cli_parse_hostport(const char *s, char *host, size_t host_len, uint16_t *port);
+
+#endif
