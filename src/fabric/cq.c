@@ -64,6 +64,7 @@ static bool retire_op(sdd_ep *ep, struct ep_op *op)
     ep->posted--;
     if (op->peer != NULL) {
         op->peer->inflight--;
+        ep->tx_inflight--;
     }
     return true;
 }
@@ -181,10 +182,29 @@ static void housekeeping(sdd_ep *ep, uint64_t now)
 {
     ep->next_tick_ns = now + EP_TICK_NS;
     if (ep->npeers > 0) {
-        ep_check_peers(ep);
+        ep_check_peers(ep, now);
     }
     if (ep->posted > 0 && ep->opts.op_timeout_ms != 0) {
         expire_ops(ep, now);
+    }
+}
+
+void ep_flush(sdd_ep *ep, const sdd_peer *peer, bool keep)
+{
+    uint64_t deadline = sdd_now_ns() + EP_FLUSH_NS;
+    int quiet = 0;
+    /* A few empty reads after the last pending operation let injected data leave too. */
+    while (quiet < 4 && sdd_now_ns() < deadline) {
+        struct sdd_cqe c[16];
+        if (keep && ep->local.cap - (ep->local.tail - ep->local.head) < 16) {
+            break; /* no room to keep what we would read */
+        }
+        int n = read_provider(ep, c, 16);
+        for (int i = 0; keep && i < n; i++) {
+            ep_push_local(ep, &c[i]);
+        }
+        uint32_t pending = peer != NULL ? peer->inflight : ep->tx_inflight;
+        quiet = (n == 0 && pending == 0) ? quiet + 1 : 0;
     }
 }
 

@@ -359,6 +359,9 @@ void sdd_ep_close(sdd_ep *ep)
         return;
     }
     ep_close_all_listeners(ep);
+    if (ep->cq != NULL && ep->npeers > 0) {
+        ep_flush(ep, NULL, false); /* let queued messages leave before the goodbyes */
+    }
     ep_close_all_peers(ep);
     /* The endpoint goes before the regions and queues it references. */
     close_fid(ep->fid ? &ep->fid->fid : NULL, "ep");

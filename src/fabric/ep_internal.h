@@ -12,6 +12,11 @@
 
 #define EP_TICK_NS (2 * 1000 * 1000ull) /* housekeeping period: liveness and deadlines */
 #define EP_MAX_PEERS 4096
+/* After a peer says BYE, messages it sent before may still be queued here: keep delivering
+ * them this long before reporting the peer gone. */
+#define EP_BYE_GRACE_NS (50 * 1000 * 1000ull)
+/* How long closing a peer or endpoint may spend pushing out what is still queued for it. */
+#define EP_FLUSH_NS (1000 * 1000 * 1000ull)
 
 enum op_state {
     OP_FREE = 0,
@@ -45,6 +50,7 @@ struct sdd_peer {
     fi_addr_t addr;
     int sock; /* bootstrap connection kept as liveness channel; -1 after close */
     sdd_err status;
+    uint64_t bye_deadline_ns; /* nonzero: the peer said BYE; declared down at this time */
     bool down_reported;
     uint32_t inflight; /* posted operations aimed at this peer */
     uint32_t slot;     /* index in ep->peers */
@@ -84,11 +90,13 @@ struct sdd_ep {
     uint32_t nops;
     uint32_t free_head; /* free list through ep_op.next_free; UINT32_MAX = empty */
     uint32_t posted;    /* ops in OP_POSTED state */
+    uint32_t tx_inflight; /* of those, the ones aimed at a peer (not receives) */
 
     struct cqe_fifo local;
 
     sdd_peer **peers; /* EP_MAX_PEERS slots, NULL = empty */
     uint32_t npeers;
+    uint32_t nclosing; /* peers in their BYE grace period */
     sdd_mr *mrs;
     sdd_listener *listeners;
     uint64_t next_key; /* requested keys when the provider does not choose them */
@@ -111,7 +119,16 @@ void ep_push_local(sdd_ep *ep, const struct sdd_cqe *cqe);
 
 /* Peers (peer.c). */
 void ep_peer_declare_down(sdd_ep *ep, sdd_peer *peer, sdd_err why);
-void ep_check_peers(sdd_ep *ep);
+void ep_check_peers(sdd_ep *ep, uint64_t now);
+/* SDD_OK when operations may be posted to peer, else why not. */
+static inline sdd_err ep_peer_usable(const sdd_peer *peer)
+{
+    return peer->status != SDD_OK ? peer->status
+                                  : peer->bye_deadline_ns != 0 ? SDD_ECONNRESET : SDD_OK;
+}
+/* Drive progress until nothing is pending towards peer (all peers when NULL) or EP_FLUSH_NS
+ * passes; completions read meanwhile are kept for the user when keep is true. */
+void ep_flush(sdd_ep *ep, const sdd_peer *peer, bool keep);
 sdd_peer *ep_peer_by_addr(sdd_ep *ep, fi_addr_t addr);
 void ep_close_all_peers(sdd_ep *ep);
 void ep_close_all_listeners(sdd_ep *ep);

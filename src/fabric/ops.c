@@ -45,6 +45,7 @@ void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status)
         ep->posted--;
         if (op->peer != NULL) {
             op->peer->inflight--;
+            ep->tx_inflight--;
         }
         ep->stats.failed++;
     }
@@ -71,8 +72,9 @@ static sdd_err check_target(const sdd_ep *ep, sdd_peer *peer, size_t len,
     if (peer == NULL || rkey == NULL || peer->ep != ep) {
         return SDD_EINVAL;
     }
-    if (peer->status != SDD_OK) {
-        return peer->status;
+    sdd_err usable = ep_peer_usable(peer);
+    if (usable != SDD_OK) {
+        return usable;
     }
     if (offset > rkey->len || len > rkey->len - offset) {
         return SDD_EINVAL;
@@ -106,6 +108,7 @@ static sdd_err finish_post(sdd_ep *ep, struct ep_op *op, ssize_t rc, const char 
         ep->stats.posted++;
         if (op->peer != NULL) {
             op->peer->inflight++;
+            ep->tx_inflight++;
         }
         return SDD_OK;
     }
@@ -147,10 +150,11 @@ sdd_err sdd_ep_post_send(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len
     if (peer == NULL || peer->ep != ep) {
         return SDD_EINVAL;
     }
-    if (peer->status != SDD_OK) {
-        return peer->status;
+    sdd_err err = ep_peer_usable(peer);
+    if (err != SDD_OK) {
+        return err;
     }
-    sdd_err err = check_local(ep, buf, len, mr);
+    err = check_local(ep, buf, len, mr);
     if (err != SDD_OK) {
         return err;
     }

@@ -76,7 +76,28 @@ void ep_peer_declare_down(sdd_ep *ep, sdd_peer *peer, sdd_err why)
     peer->down_reported = true;
 }
 
-void ep_check_peers(sdd_ep *ep)
+/* A BYE starts a grace period (messages sent before it may still be queued here); anything
+ * else wrong with the liveness socket means the peer is gone now. */
+static void peer_said_bye(sdd_ep *ep, sdd_peer *peer, uint64_t now)
+{
+    stop_watching(ep, peer);
+    peer->bye_deadline_ns = now + EP_BYE_GRACE_NS;
+    ep->nclosing++;
+}
+
+static void expire_byes(sdd_ep *ep, uint64_t now)
+{
+    for (uint32_t i = 0; i < EP_MAX_PEERS && ep->nclosing > 0; i++) {
+        sdd_peer *peer = ep->peers[i];
+        if (peer != NULL && peer->bye_deadline_ns != 0 && peer->bye_deadline_ns <= now) {
+            peer->bye_deadline_ns = 0;
+            ep->nclosing--;
+            ep_peer_declare_down(ep, peer, SDD_ECONNRESET);
+        }
+    }
+}
+
+void ep_check_peers(sdd_ep *ep, uint64_t now)
 {
     struct epoll_event ev[64];
     int n = epoll_wait(ep->peer_epfd, ev, 64, 0);
@@ -86,9 +107,14 @@ void ep_check_peers(sdd_ep *ep)
             continue;
         }
         sdd_err why = boot_check_alive(peer->sock);
-        if (why != SDD_OK) {
+        if (why == SDD_ECONNRESET) {
+            peer_said_bye(ep, peer, now);
+        } else if (why != SDD_OK) {
             ep_peer_declare_down(ep, peer, why);
         }
+    }
+    if (ep->nclosing > 0) {
+        expire_byes(ep, now);
     }
 }
 
@@ -346,6 +372,13 @@ void sdd_peer_close(sdd_peer *peer)
         return;
     }
     sdd_ep *ep = peer->ep;
+    if (peer->bye_deadline_ns != 0) {
+        peer->bye_deadline_ns = 0;
+        ep->nclosing--;
+    }
+    if (peer->status == SDD_OK) {
+        ep_flush(ep, peer, true); /* what we sent should leave before the goodbye */
+    }
     if (peer->sock >= 0) {
         boot_send_frame(peer->sock, BOOT_BYE, NULL, 0, sdd_now_ns() + BYE_TIMEOUT_NS);
     }
