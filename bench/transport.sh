@@ -52,7 +52,7 @@ if [ "$quick" = 1 ] && [ "$reps" = 3 ]; then
     reps=1
 fi
 if [ -z "$run_timeout" ]; then
-    run_timeout=$([ "$quick" = 1 ] && echo 10 || echo 30)
+    run_timeout=$([ "$quick" = 1 ] && echo 10 || echo 15)
 fi
 case "$sddaq" in /*) ;; *) sddaq="$PWD/$sddaq" ;; esac
 if [ -z "$out" ]; then
@@ -222,7 +222,7 @@ record() {
     0) last_status=ok ;;
     124 | 137) last_status=timeout ;;
     missing) last_status=n/a ;;
-    skipped) last_status="skipped (timed out before)" ;;
+    skipped) last_status="skipped (hung before)" ;;
     *) last_status="rc=$rc" ;;
     esac
 }
@@ -324,9 +324,10 @@ measure() {
     iters=$(iters_for "$c" "$prov" "$size")
     run_no=$((run_no + 1))
     out="$tmp/run.$run_no"
-    # A point that hung once is not retried: a hang costs a whole timeout per repetition.
-    if [ -n "${hung[$c/$prov/$tool/$size]:-}" ]; then
-        record "$c" "$prov" "$tool" "$size" "$iters" "$rep" skipped 0 - "${hung[$c/$prov/$tool/$size]}"
+    # A hang costs a whole timeout: a point that hung once is not retried, and a comparison in
+    # which a tool hung at two sizes is not run further for that tool.
+    if [ -n "${hung[$c/$prov/$tool/$size]:-}" ] || [ "${hung[$c/$prov/$tool]:-0}" -ge 2 ]; then
+        record "$c" "$prov" "$tool" "$size" "$iters" "$rep" skipped 0 - "$tool $c"
         return
     fi
     case "$tool" in
@@ -370,7 +371,11 @@ measure() {
         ;;
     esac
     record "$c" "$prov" "$tool" "$size" "$iters" "$rep" "$run_rc" "$run_wall" "$out" "$run_cmd"
-    case "$run_rc" in 124 | 137) hung[$c/$prov/$tool/$size]="$run_cmd" ;; esac
+    # A failure after half the timeout is a hang too (the server's own timeout ended it).
+    if [ "$run_rc" != 0 ] && awk -v w="$run_wall" -v t="$run_timeout" 'BEGIN { exit !(2 * w >= t) }'; then
+        hung[$c/$prov/$tool/$size]=1
+        hung[$c/$prov/$tool]=$((${hung[$c/$prov/$tool]:-0} + 1))
+    fi
 }
 
 # Alternate reference and sddaq; odd repetitions start with the reference, even ones with sddaq.

@@ -171,7 +171,7 @@ def load_samples(manifest):
                 continue
             if rc == "skipped":
                 s["status"] = "skipped"
-                s["error"] = "not rerun: an earlier repetition timed out"
+                s["error"] = "not run: it hung before at this size or at two sizes"
                 samples.append(s)
                 continue
             s["rc"] = int(rc)

@@ -40,8 +40,9 @@ typedef enum {
 struct sdd_ep_opts {
     const char *provider;     /* "tcp", "shm", "verbs", "efa", ..., "auto" or NULL (= auto) */
     const char *domain;       /* optional domain/interface name, e.g. "lo", "mlx5_0" */
-    uint32_t tx_depth;        /* operations this endpoint may have in flight (default 1024) */
-    uint32_t rx_depth;        /* receives it may have posted (default 1024) */
+    uint32_t tx_depth;        /* operations in flight (default 1024; capped at the provider's
+                                 maximum, see sdd_ep_info()->tx_depth) */
+    uint32_t rx_depth;        /* receives posted at once (default 1024; capped likewise) */
     uint32_t op_timeout_ms;   /* an initiated op not done by then fails (default 10000; 0 off) */
     uint32_t peer_timeout_ms; /* a silent peer host is declared dead after ~this (default 5000) */
     sdd_wait_mode wait_mode;  /* default SDD_WAIT_ADAPTIVE */

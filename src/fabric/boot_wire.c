@@ -25,8 +25,8 @@
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
-#define LISTEN_BACKLOG 64
-#define REJECT_LOG_MAX 160 /* characters of a peer's REJECT reason that reach the log */
+#define LISTEN_BACKLOG  64
+#define REJECT_LOG_MAX  160   /* characters of a peer's REJECT reason that reach the log */
 #define KEEPALIVE_MAX_S 32767 /* kernel limit for TCP_KEEPIDLE and TCP_KEEPINTVL */
 
 static const char *errstr(int e, char *buf, size_t len)
@@ -112,8 +112,10 @@ static sdd_err header_decode(const uint8_t h[BOOT_HEADER_LEN], uint16_t *type_ou
     uint32_t crc = get_le32(h + 12);
 
     if (magic != BOOT_MAGIC) {
-        SDD_WARN("boot", "bad frame magic 0x%08x (want 0x%08x): peer does not speak the sddaq "
-                 "bootstrap protocol", magic, BOOT_MAGIC);
+        SDD_WARN("boot",
+                 "bad frame magic 0x%08x (want 0x%08x): peer does not speak the sddaq "
+                 "bootstrap protocol",
+                 magic, BOOT_MAGIC);
         return SDD_EPROTO;
     }
     if (version != BOOT_VERSION) {
@@ -550,8 +552,8 @@ sdd_err boot_accept(int listen_fd, uint64_t deadline_ns, const struct boot_socko
         }
         default: {
             char buf[128];
-            sdd_err err = (e == EBADF || e == ENOTSOCK || e == EINVAL) ? SDD_EINVAL
-                                                                       : sdd_err_from_errno(e);
+            sdd_err err =
+                (e == EBADF || e == ENOTSOCK || e == EINVAL) ? SDD_EINVAL : sdd_err_from_errno(e);
             SDD_WARN("boot", "accept: %s (errno %d)", errstr(e, buf, sizeof(buf)), e);
             return err;
         }
@@ -741,9 +743,11 @@ sdd_err boot_send_hello(int fd, const struct boot_hello *hello, uint64_t deadlin
     size_t plen = strnlen(hello->provider, BOOT_MAX_PROVIDER);
     if (plen == BOOT_MAX_PROVIDER || hello->addr_len > BOOT_MAX_ADDR ||
         hello->info_len > BOOT_MAX_INFO || (hello->info_len > 0 && hello->info == NULL)) {
-        SDD_WARN("boot", "boot_send_hello: provider %s, addr_len %u (max %u), info_len %u "
-                 "(max %u)%s", plen == BOOT_MAX_PROVIDER ? "not NUL-terminated" : "ok",
-                 hello->addr_len, (unsigned)BOOT_MAX_ADDR, hello->info_len, BOOT_MAX_INFO,
+        SDD_WARN("boot",
+                 "boot_send_hello: provider %s, addr_len %u (max %u), info_len %u "
+                 "(max %u)%s",
+                 plen == BOOT_MAX_PROVIDER ? "not NUL-terminated" : "ok", hello->addr_len,
+                 (unsigned)BOOT_MAX_ADDR, hello->info_len, BOOT_MAX_INFO,
                  (hello->info_len > 0 && hello->info == NULL) ? ", NULL info" : "");
         return SDD_EINVAL;
     }
@@ -910,8 +914,10 @@ sdd_err boot_check_alive(int fd)
     uint8_t bye[BOOT_HEADER_LEN];
     header_encode(bye, BOOT_BYE, 0);
     if (memcmp(got, bye, (size_t)n) != 0) {
-        SDD_WARN("boot", "unexpected bytes on the liveness connection (%zd peeked, first 0x%02x): "
-                 "only BYE may follow READY", n, got[0]);
+        SDD_WARN("boot",
+                 "unexpected bytes on the liveness connection (%zd peeked, first 0x%02x): "
+                 "only BYE may follow READY",
+                 n, got[0]);
         return SDD_EPROTO;
     }
     if (n < (ssize_t)sizeof(bye)) {

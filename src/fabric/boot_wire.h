@@ -15,13 +15,13 @@
 
 #include "sddaq/err.h"
 
-#define BOOT_MAGIC 0x42444453u /* "SDDB" little-endian */
-#define BOOT_VERSION 1
-#define BOOT_MAX_PAYLOAD (1u << 20)
-#define BOOT_MAX_ADDR 1024
-#define BOOT_MAX_INFO (64u * 1024)
+#define BOOT_MAGIC        0x42444453u /* "SDDB" little-endian */
+#define BOOT_VERSION      1
+#define BOOT_MAX_PAYLOAD  (1u << 20)
+#define BOOT_MAX_ADDR     1024
+#define BOOT_MAX_INFO     (64u * 1024)
 #define BOOT_MAX_PROVIDER 64
-#define BOOT_HEADER_LEN 16 /* u32 magic, u16 version, u16 type, u32 length, u32 header_crc */
+#define BOOT_HEADER_LEN   16 /* u32 magic, u16 version, u16 type, u32 length, u32 header_crc */
 
 enum boot_type {
     BOOT_HELLO = 1,  /* payload: provider name, endpoint name, info blob (see boot_hello) */
@@ -100,8 +100,8 @@ sdd_err boot_recv_hello(int fd, uint64_t deadline_ns, struct boot_hello *hello_o
  * keepalive traffic), SDD_ECONNRESET when the peer said BYE or closed, SDD_EPEERDEAD when the
  * connection broke (reset, keepalive timeout), SDD_EPROTO when it sent anything unexpected.
  * Consumes no data (MSG_PEEK); a socket error is reported once, later calls then see the
- * closed connection (SDD_ECONNRESET). A BYE whose first bytes have arrived but not all 16 still reads
- * SDD_OK until the rest comes. */
+ * closed connection (SDD_ECONNRESET). A BYE whose first bytes have arrived but not all 16 still
+ * reads SDD_OK until the rest comes. */
 sdd_err boot_check_alive(int fd);
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78, init and final xor 0xFFFFFFFF) of len bytes; the

@@ -319,6 +319,13 @@ sdd_err sdd_ep_open(const struct sdd_ep_opts *opts, sdd_ep **out)
     bool source = false;
     sdd_err err = get_info(&ep->opts, &ep->fi, &source);
     if (err == SDD_OK) {
+        /* The provider's answer is its maximum: ask for what the caller wants within it. */
+        if (ep->fi->tx_attr->size != 0 && ep->opts.tx_depth > ep->fi->tx_attr->size) {
+            ep->opts.tx_depth = (uint32_t)ep->fi->tx_attr->size;
+        }
+        if (ep->fi->rx_attr->size != 0 && ep->opts.rx_depth > ep->fi->rx_attr->size) {
+            ep->opts.rx_depth = (uint32_t)ep->fi->rx_attr->size;
+        }
         ep->fi->tx_attr->size = ep->opts.tx_depth;
         ep->fi->rx_attr->size = ep->opts.rx_depth;
         fill_info(ep, source);

@@ -17,6 +17,7 @@
 #include "sddaq/log.h"
 
 static const char *ft_provider = "tcp";
+static uint32_t ft_tx_depth = 1024; /* operations in flight per endpoint */
 
 /* One side of a test: endpoint, one registered buffer, the peer and the peer's buffer key. */
 struct ft_side {
@@ -36,6 +37,8 @@ static inline int ft_open_ep(sdd_ep **ep, uint32_t op_timeout_ms)
     struct sdd_ep_opts o;
     sdd_ep_opts_default(&o);
     o.provider = ft_provider;
+    o.tx_depth = ft_tx_depth;
+    o.rx_depth = ft_tx_depth;
     if (op_timeout_ms != 0) {
         o.op_timeout_ms = op_timeout_ms;
     }
@@ -198,8 +201,11 @@ static int ft_stash_n;
 static inline void ft_stash(struct ft_side *s, const struct sdd_cqe *c, int n)
 {
     (void)s;
-    for (int i = 0; i < n && ft_stash_n < (int)(sizeof(ft_stash_q) / sizeof(ft_stash_q[0]));
-         i++) {
+    for (int i = 0; i < n; i++) {
+        if (ft_stash_n == (int)(sizeof(ft_stash_q) / sizeof(ft_stash_q[0]))) {
+            fprintf(stderr, "fabtest: completion stash full, test is broken\n");
+            abort();
+        }
         ft_stash_q[ft_stash_n++] = c[i];
     }
 }
@@ -221,12 +227,18 @@ static inline void ft_pump(struct ft_side *s)
     ft_stash(s, c, n);
 }
 
+static inline void ft_unstash(int i, struct sdd_cqe *out)
+{
+    *out = ft_stash_q[i];
+    memmove(ft_stash_q + i, ft_stash_q + i + 1, (size_t)(ft_stash_n - i - 1) * sizeof(*out));
+    ft_stash_n--;
+}
+
 /* Next completion: stashed ones first, then the endpoint. 1 = got one, 0 = timeout. */
 static inline int ft_next(struct ft_side *s, struct sdd_cqe *out, int timeout_ms)
 {
     if (ft_stash_n > 0) {
-        *out = ft_stash_q[0];
-        memmove(ft_stash_q, ft_stash_q + 1, (size_t)(--ft_stash_n) * sizeof(ft_stash_q[0]));
+        ft_unstash(0, out);
         return 1;
     }
     uint64_t deadline = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
@@ -242,14 +254,30 @@ static inline int ft_next(struct ft_side *s, struct sdd_cqe *out, int timeout_ms
     return 0;
 }
 
-/* Wait for the next completion of `kind`; other successful ones are dropped. */
+/* Wait for the next completion of `kind`, or any failed one. Successful completions of other
+ * kinds are kept (in order) for later calls, never dropped. 1 = got one, 0 = timeout. */
 static inline int ft_expect(struct ft_side *s, sdd_cqe_kind kind, struct sdd_cqe *out,
                             int timeout_ms)
 {
+    for (int i = 0; i < ft_stash_n; i++) {
+        if (ft_stash_q[i].kind == kind || ft_stash_q[i].status != SDD_OK) {
+            ft_unstash(i, out);
+            return 1;
+        }
+    }
     uint64_t deadline = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
     while (sdd_now_ns() < deadline) {
-        if (ft_next(s, out, 100) && (out->kind == kind || out->status != SDD_OK)) {
+        struct sdd_cqe c;
+        int n = sdd_ep_wait(s->ep, &c, 1, 50);
+        if (n < 0) {
+            return 0;
+        }
+        if (n == 1 && (c.kind == kind || c.status != SDD_OK)) {
+            *out = c;
             return 1;
+        }
+        if (n == 1) {
+            ft_stash(s, &c, 1);
         }
     }
     return 0;

