@@ -127,6 +127,8 @@ static inline int ft_take_remote(struct ft_side *s)
     return 0;
 }
 
+static int ft_stash_n;
+
 /* Run server_fn in a child and client_fn here, each with a connected side of buf_len bytes.
  * Returns the child's exit status (0 = its checks passed); the parent's checks count here. */
 static inline int ft_run_pair(size_t buf_len, uint32_t op_timeout_ms, ft_fn server_fn,
@@ -136,6 +138,7 @@ static inline int ft_run_pair(size_t buf_len, uint32_t op_timeout_ms, ft_fn serv
     if (pipe(fds) != 0) {
         return -1;
     }
+    ft_stash_n = 0; /* completions of an earlier pair belong to closed endpoints */
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
@@ -196,7 +199,6 @@ static inline int ft_run_pair(size_t buf_len, uint32_t op_timeout_ms, ft_fn serv
 
 /* Completions seen while retrying a post are kept for the test to collect. */
 static struct sdd_cqe ft_stash_q[4096];
-static int ft_stash_n;
 
 static inline void ft_stash(struct ft_side *s, const struct sdd_cqe *c, int n)
 {
