@@ -231,7 +231,8 @@ static sdd_err handshake(sdd_ep *ep, int fd, const char *name, const void *info,
 sdd_err sdd_ep_connect(sdd_ep *ep, const char *host, uint16_t port, const void *info,
                        size_t info_len, int timeout_ms, sdd_peer **out)
 {
-    if (ep == NULL || host == NULL || port == 0 || out == NULL) {
+    if (ep == NULL || host == NULL || port == 0 || out == NULL || info_len > BOOT_MAX_INFO ||
+        (info == NULL && info_len > 0)) {
         return SDD_EINVAL;
     }
     uint64_t deadline = deadline_from(timeout_ms);
@@ -286,7 +287,7 @@ int sdd_listener_fd(const sdd_listener *l)
 sdd_err sdd_listener_accept(sdd_listener *l, const void *info, size_t info_len, int timeout_ms,
                             sdd_peer **out)
 {
-    if (l == NULL || out == NULL) {
+    if (l == NULL || out == NULL || info_len > BOOT_MAX_INFO || (info == NULL && info_len > 0)) {
         return SDD_EINVAL;
     }
     uint64_t deadline = deadline_from(timeout_ms);
