@@ -52,7 +52,7 @@ if [ "$quick" = 1 ] && [ "$reps" = 3 ]; then
     reps=1
 fi
 if [ -z "$run_timeout" ]; then
-    run_timeout=$([ "$quick" = 1 ] && echo 10 || echo 15)
+    run_timeout=$([ "$quick" = 1 ] && echo 10 || echo 30)
 fi
 case "$sddaq" in /*) ;; *) sddaq="$PWD/$sddaq" ;; esac
 if [ -z "$out" ]; then
@@ -267,13 +267,16 @@ run_pair() {
     echo "server did not start: $(tail -n 3 "$out.srv" 2>/dev/null | tr '\n' ' ')" >>"$out.err"
 }
 
-# Sizes and iteration counts. Latency runs are ping-pongs; the slow cases (UCX over tcp emulates
-# get with active messages and takes ~1 ms per get) get few iterations.
+# Sizes and iteration counts, the same for both tools of a comparison. Latency runs are
+# ping-pongs of roughly 0.1-0.5 s, long enough that one scheduler stall on this shared machine
+# moves the mean little; the slow case (UCX over tcp emulates get with active messages and takes
+# ~1 ms per get) gets few iterations.
 iters_for() { # case provider size
     local c=$1 prov=$2 size=$3 n
     case "$c" in
     send | rma-write-lat | rma-read-lat)
         if [ "$size" -le 4096 ]; then n=10000; elif [ "$size" -le 65536 ]; then n=2000; else n=200; fi
+        if [ "$prov" = shm ]; then n=$((n * 10)); n=$((n > 100000 ? 100000 : n)); fi
         if [ "$c" = rma-read-lat ] && [ "$prov" = tcp ]; then n=200; fi
         ;;
     *)
@@ -325,8 +328,8 @@ measure() {
     run_no=$((run_no + 1))
     out="$tmp/run.$run_no"
     # A hang costs a whole timeout: a point that hung once is not retried, and a comparison in
-    # which a tool hung at two sizes is not run further for that tool.
-    if [ -n "${hung[$c/$prov/$tool/$size]:-}" ] || [ "${hung[$c/$prov/$tool]:-0}" -ge 2 ]; then
+    # which a tool hung three times is not run further for that tool.
+    if [ -n "${hung[$c/$prov/$tool/$size]:-}" ] || [ "${hung[$c/$prov/$tool]:-0}" -ge 3 ]; then
         record "$c" "$prov" "$tool" "$size" "$iters" "$rep" skipped 0 - "$tool $c"
         return
     fi

@@ -153,7 +153,19 @@ def first_error(path):
     return ""
 
 
-def load_samples(manifest):
+NOTES = [
+    "fi_pingpong: usec/xfer = elapsed / (2 * iters) = mean one-way latency; MB/sec = size / "
+    "usec/xfer (10^6 B/s); no warm-up, so its first (connecting) message is timed.",
+    "sddaq latency = lat_us.mean (the references give means only); p50/p99 are in the JSON.",
+    "ucx_perftest: ping-pong tests report half the round trip, stream tests (ucp_put_bw, "
+    "ucp_get, tag_bw) time per operation with -O WINDOW in flight; MB/s converted from MiB/s.",
+    "RMA read latency: UCX over sm maps the peer's memory, so ucp_get -O 1 can be a local copy "
+    "that never waits for the peer; over tcp it is emulated with messages (about 1 ms here).",
+    "Ratios are ratios of medians; 'paired_ratios' in the JSON pair the back-to-back runs.",
+]
+
+
+def load_samples(manifest, run_timeout):
     samples = []
     with open(manifest) as f:
         for line in f:
@@ -171,7 +183,7 @@ def load_samples(manifest):
                 continue
             if rc == "skipped":
                 s["status"] = "skipped"
-                s["error"] = "not run: it hung before at this size or at two sizes"
+                s["error"] = "not run: it hung before at this size, or three times in this comparison"
                 samples.append(s)
                 continue
             s["rc"] = int(rc)
@@ -208,6 +220,11 @@ def load_samples(manifest):
                 s["error"] = (first_error(path) or err or "exit code %d" % s["rc"])
                 if s["rc"] != 0:
                     s["error"] = "rc=%d: %s" % (s["rc"], s["error"])
+                if run_timeout and s["wall_s"] * 2 >= run_timeout:
+                    # The server's own timeout ended it: the client was stuck or starved.
+                    s["status"] = "timeout"
+                    s["error"] = "no result after %.0f s (hung or starved); client said: %s" % (
+                        s["wall_s"], s["error"])
             else:
                 s.update({k: v for k, v in vals.items() if v is not None})
             samples.append(s)
@@ -374,12 +391,19 @@ def main():
     for kv in args.meta:
         k, _, v = kv.partition("=")
         meta[k] = v
-    samples = load_samples(args.manifest)
+    try:
+        run_timeout = float(meta.get("run_timeout_s", "0"))
+    except ValueError:
+        run_timeout = 0.0
+    samples = load_samples(args.manifest, run_timeout)
     summary, verdicts = summarize(samples)
     print()
+    for note in NOTES:
+        print("note: " + note)
     print("targets: %d PASS, %d MISS, %d n/a" % (verdicts["PASS"], verdicts["MISS"],
                                                  verdicts["n/a"]))
-    result = {"schema": "sddaq-bench-transport/1", "meta": meta, "verdicts": verdicts,
+    result = {"schema": "sddaq-bench-transport/1", "meta": meta, "notes": NOTES,
+              "verdicts": verdicts,
               "summary": summary, "samples": samples}
     out_dir = os.path.dirname(os.path.abspath(args.out))
     os.makedirs(out_dir, exist_ok=True)

@@ -35,7 +35,7 @@ int perf_side_open(struct perf_side *s, const struct perf_opts *o)
                 o->provider ? o->provider : "auto", sdd_strerror(err));
         return -1;
     }
-    s->buf = aligned_alloc(4096, PERF_BUF_SIZE);
+    s->buf = aligned_alloc(4096, (PERF_BUF_SIZE + 4095) & ~(size_t)4095);
     if (s->buf == NULL) {
         fprintf(stderr, "sddaq perf: out of memory\n");
         return -1;

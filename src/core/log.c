@@ -78,12 +78,22 @@ static struct log_config *parse_spec(const char *spec)
     return c;
 }
 
+/* Replaced configurations stay reachable here (a reader may still hold one); the list only
+ * grows with explicit reconfiguration, which is rare. */
+static struct log_config *g_retired[64];
+static _Atomic int g_nretired;
+
 static void publish(const char *spec)
 {
     struct log_config *c = parse_spec(spec);
-    if (c != NULL) {
-        /* Pairs with the acquire load in current_config(). */
-        atomic_store_explicit(&g_config, c, memory_order_release);
+    if (c == NULL) {
+        return;
+    }
+    /* Pairs with the acquire load in current_config(). */
+    struct log_config *old = atomic_exchange_explicit(&g_config, c, memory_order_acq_rel);
+    int slot = atomic_fetch_add_explicit(&g_nretired, 1, memory_order_relaxed);
+    if (old != NULL && slot < (int)(sizeof(g_retired) / sizeof(g_retired[0]))) {
+        g_retired[slot] = old;
     }
 }
 

@@ -908,8 +908,9 @@ sdd_err boot_check_alive(int fd)
         return err;
     }
     if (n == 0) {
-        SDD_DEBUG("boot", "peer closed the liveness connection");
-        return SDD_ECONNRESET;
+        /* Closed without BYE: the process died (the kernel closed its sockets). */
+        SDD_DEBUG("boot", "peer closed the liveness connection without BYE");
+        return SDD_EPEERDEAD;
     }
     uint8_t bye[BOOT_HEADER_LEN];
     header_encode(bye, BOOT_BYE, 0);
@@ -920,9 +921,8 @@ sdd_err boot_check_alive(int fd)
                  n, got[0]);
         return SDD_EPROTO;
     }
-    if (n < (ssize_t)sizeof(bye)) {
-        return SDD_OK; /* the start of a BYE; the rest is on its way */
-    }
+    /* Even the first bytes of a BYE say goodbye; waiting for the rest would leave a readable
+     * socket that callers polling it would spin on. */
     SDD_DEBUG("boot", "peer said BYE");
     return SDD_ECONNRESET;
 }

@@ -97,11 +97,10 @@ sdd_err boot_send_hello(int fd, const struct boot_hello *hello, uint64_t deadlin
 sdd_err boot_recv_hello(int fd, uint64_t deadline_ns, struct boot_hello *hello_out);
 
 /* Non-blocking check of an established liveness socket: SDD_OK when nothing happened (or only
- * keepalive traffic), SDD_ECONNRESET when the peer said BYE or closed, SDD_EPEERDEAD when the
- * connection broke (reset, keepalive timeout), SDD_EPROTO when it sent anything unexpected.
- * Consumes no data (MSG_PEEK); a socket error is reported once, later calls then see the
- * closed connection (SDD_ECONNRESET). A BYE whose first bytes have arrived but not all 16 still
- * reads SDD_OK until the rest comes. */
+ * keepalive traffic); SDD_ECONNRESET when the peer said BYE (or the first bytes of one: a peer
+ * saying goodbye); SDD_EPEERDEAD when the connection closed without BYE (the peer process
+ * died) or broke (reset, keepalive timeout); SDD_EPROTO when it sent anything else. Consumes
+ * no data (MSG_PEEK), so it gives the same answer again; callers stop watching the socket. */
 sdd_err boot_check_alive(int fd);
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78, init and final xor 0xFFFFFFFF) of len bytes; the

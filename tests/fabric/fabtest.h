@@ -269,7 +269,7 @@ static inline int ft_expect(struct ft_side *s, sdd_cqe_kind kind, struct sdd_cqe
     }
     uint64_t deadline = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
     while (sdd_now_ns() < deadline) {
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         int n = sdd_ep_wait(s->ep, &c, 1, 50);
         if (n < 0) {
             return 0;

@@ -12,7 +12,7 @@ static pid_t child_pid;
 /* The server side of most cases: progress until the client (or the test) ends it. */
 static void server_idle(struct ft_side *s)
 {
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     sdd_err err;
     for (int i = 0; i < 8; i++) {
         FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + BIG, BIG, s->mr, NULL));
@@ -27,7 +27,7 @@ static void wait_ready(struct ft_side *s)
     sdd_err err;
     FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + BUF_LEN - 64, 64, s->mr, NULL));
     CHECK_OK(err);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     CHECK_REQUIRE(ft_expect(s, SDD_CQE_RECV, &c, 20000) && c.status == SDD_OK);
 }
 
@@ -102,7 +102,7 @@ static void client_stalled_peer(struct ft_side *s)
     sdd_err err;
     FT_POST(err, s, sdd_ep_post_send(s->ep, s->peer, s->buf, BIG, s->mr, (void *)42));
     CHECK_OK(err);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     CHECK_REQUIRE(ft_expect(s, SDD_CQE_SEND, &c, 20000));
     uint64_t took = sdd_now_ns() - t0;
     CHECK_EQ(c.status, SDD_ETIMEDOUT);
@@ -141,7 +141,7 @@ static void client_wrong_key(struct ft_side *s)
                        : sdd_ep_post_read(s->ep, s->peer, s->buf, 4096, s->mr, &bad, 0, NULL));
         posted += err == SDD_OK;
         errors += err != SDD_OK;
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         while (err == SDD_OK && ft_next(s, &c, 10000)) {
             if (c.status != SDD_OK) {
                 errors++;

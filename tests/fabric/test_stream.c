@@ -29,7 +29,7 @@ static void server(struct ft_side *s)
     }
     uint64_t out_of_order = 0, bad_data = 0;
     while (got < MSGS) {
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         if (!ft_expect(s, SDD_CQE_RECV, &c, TIMEOUT_MS) || c.status != SDD_OK) {
             break;
         }
@@ -58,7 +58,7 @@ static void server(struct ft_side *s)
     /* Phase 2: immediates of writes into distinct slots arrive in order with their data. */
     uint64_t imm_order = 0, imm_data = 0, imms = 0;
     while (imms < WRITES) {
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         if (!ft_expect(s, SDD_CQE_REMOTE_WRITE, &c, TIMEOUT_MS) || c.status != SDD_OK) {
             break;
         }
@@ -75,7 +75,7 @@ static void server(struct ft_side *s)
     ft_fill(s->buf + RX_OFF, 64 * 1024, 99, 0);
     FT_POST(err, s, sdd_ep_post_send(s->ep, s->peer, s->buf + RX_OFF, 8, s->mr, NULL));
     CHECK_OK(err);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     CHECK(ft_expect(s, SDD_CQE_PEER_DOWN, &c, TIMEOUT_MS));
     CHECK_EQ(c.status, SDD_ECONNRESET); /* a goodbye, not a crash */
 }
@@ -107,7 +107,7 @@ static void client(struct ft_side *s)
         CHECK_REQUIRE(errors == 0);
     }
     CHECK_EQ(done, MSGS);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     sdd_err err;
     FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + BUF_LEN - 64, 64, s->mr, NULL));
     CHECK_OK(err);

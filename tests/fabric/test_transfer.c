@@ -47,7 +47,7 @@ static void post_ack_recv(struct ft_side *s)
 
 static int wait_ack(struct ft_side *s)
 {
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     if (!ft_expect(s, SDD_CQE_RECV, &c, TIMEOUT_MS) || c.status != SDD_OK) {
         return -1;
     }
@@ -63,7 +63,7 @@ static void server_send_phase(struct ft_side *s)
         sdd_err err;
         FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + RX_OFF, n, s->mr, (void *)1));
         CHECK_OK(err);
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         CHECK_REQUIRE(ft_expect(s, SDD_CQE_RECV, &c, TIMEOUT_MS));
         CHECK_OK(c.status);
         CHECK_EQ(c.len, n);
@@ -82,7 +82,7 @@ static void server_write_phase(struct ft_side *s)
 {
     for (size_t i = 0; i < NSIZES; i++) {
         post_ack_recv(s);
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         CHECK_REQUIRE(ft_expect(s, SDD_CQE_REMOTE_WRITE, &c, TIMEOUT_MS));
         CHECK_OK(c.status);
         uint64_t off = offset_for(i);
@@ -112,7 +112,7 @@ static void server_truncation(struct ft_side *s)
     sdd_err err;
     FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + RX_OFF, 64, s->mr, (void *)5));
     CHECK_OK(err);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     CHECK_REQUIRE(ft_next(s, &c, TIMEOUT_MS));
     while (c.kind != SDD_CQE_RECV && c.status == SDD_OK) {
         CHECK_REQUIRE(ft_next(s, &c, TIMEOUT_MS));
@@ -144,7 +144,7 @@ static void client_send_phase(struct ft_side *s)
         ft_fill(s->buf + TX_OFF, n, (uint32_t)i, 0);
         FT_POST(err, s, sdd_ep_post_send(s->ep, s->peer, s->buf + TX_OFF, n, s->mr, (void *)4));
         CHECK_OK(err);
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         CHECK_REQUIRE(ft_expect(s, SDD_CQE_RECV, &c, TIMEOUT_MS));
         CHECK_OK(c.status);
         CHECK_EQ(c.len, n);
@@ -164,7 +164,7 @@ static void client_write_phase(struct ft_side *s)
                 sdd_ep_post_write_imm(s->ep, s->peer, s->buf + TX_OFF, n, s->mr, &s->remote,
                                       RX_OFF + off, imms[i % NIMMS] ^ i, (void *)6));
         CHECK_OK(err);
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         CHECK(ft_expect(s, SDD_CQE_WRITE, &c, TIMEOUT_MS) && c.status == SDD_OK &&
               c.ctx == (void *)6);
         CHECK_EQ(wait_ack(s), 1);
@@ -185,7 +185,7 @@ static void client_rma(struct ft_side *s)
                 sdd_ep_post_read(s->ep, s->peer, s->buf + RX_OFF, n, s->mr, &s->remote,
                                  TX_OFF + off, (void *)7));
         CHECK_OK(err);
-        struct sdd_cqe c;
+        struct sdd_cqe c = {0};
         CHECK_REQUIRE(ft_expect(s, SDD_CQE_READ, &c, TIMEOUT_MS));
         CHECK_OK(c.status);
         CHECK(c.ctx == (void *)7);
@@ -198,7 +198,7 @@ static void client_rma(struct ft_side *s)
             sdd_ep_post_write(s->ep, s->peer, s->buf + TX_OFF, 1u << 20, s->mr, &s->remote,
                               RX_OFF + 5, (void *)8));
     CHECK_OK(err);
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     CHECK(ft_expect(s, SDD_CQE_WRITE, &c, TIMEOUT_MS) && c.status == SDD_OK);
     /* Local checks that never reach the wire. */
     CHECK_EQ(sdd_ep_post_read(s->ep, s->peer, s->buf, 16, s->mr, &s->remote, s->remote.len - 8,
@@ -217,7 +217,7 @@ static void client_truncation(struct ft_side *s)
     FT_POST(err, s, sdd_ep_post_send(s->ep, s->peer, s->buf + TX_OFF, 128, s->mr, NULL));
     CHECK_OK(err);
     /* The server closes after seeing the error; that must show up here within bounded time. */
-    struct sdd_cqe c;
+    struct sdd_cqe c = {0};
     uint64_t t0 = sdd_now_ns();
     CHECK(ft_expect(s, SDD_CQE_PEER_DOWN, &c, 10000));
     CHECK_EQ(c.kind, SDD_CQE_PEER_DOWN);
