@@ -231,10 +231,10 @@ record() {
 # gets the port through the placeholder @PORT@. Sets run_rc and run_wall.
 # $1: how the server announces itself: "listen" (poll the TCP port) or "file:PATH".
 run_pair() {
-    local how=$1 out=$2 port attempt srv_pid t0 t1 a s_cmd=() c_cmd=()
+    local how=$1 out=$2 port srv_pid t0 t1 a s_cmd=() c_cmd=()
     run_rc=1
     run_wall=0
-    for attempt in 1 2 3; do
+    for _ in 1 2 3; do
         if [ "$how" = listen ]; then
             port=$(free_port) || { run_rc=1; echo "no free port" >"$out.err"; return; }
         else
@@ -358,10 +358,10 @@ measure() {
     sddaq)
         case "$c" in
         send) test=lat; op=send ;;
-        rma-write-lat) test=lat; op=write ;;
-        rma-read-lat) test=lat; op=read ;;
-        rma-write-bw) test=bw; op=write ;;
-        rma-read-bw) test=bw; op=read ;;
+        rma-write-lat) test=lat; op="write" ;;
+        rma-read-lat) test=lat; op="read" ;;
+        rma-write-bw) test=bw; op="write" ;;
+        rma-read-bw) test=bw; op="read" ;;
         stream-bw) test=bw; op=send ;;
         esac
         if [ $have_sddaq = 0 ]; then record "$c" "$prov" "$tool" "$size" "$iters" "$rep" missing 0 - "sddaq perf -t $test -o $op"; return; fi

@@ -34,17 +34,7 @@ static int start_phase(struct perf_side *s, const struct perf_ctl *spec)
     if (perf_post_ctl_recv(s) != 0 || perf_send_ctl(s, spec) != 0) {
         return -1;
     }
-    for (;;) {
-        struct sdd_cqe cqe;
-        if (perf_next(s, &cqe, CLIENT_TIMEOUT_MS) != 0) {
-            return -1;
-        }
-        if (cqe.kind == SDD_CQE_RECV && cqe.ctx == PERF_CTX_CTL) {
-            s->ctl_armed = false;
-            const struct perf_ctl *c = (const void *)(s->buf + PERF_CTL_RX_OFF);
-            return c->magic == PERF_MAGIC && c->type == CTL_READY ? 0 : -1;
-        }
-    }
+    return perf_wait_ctl(s, CTL_READY, CLIENT_TIMEOUT_MS);
 }
 
 /* For RMA tests: FIN, then wait for DONE. Send tests only wait for DONE. */
@@ -57,45 +47,7 @@ static int end_phase(struct perf_side *s, bool send_fin)
     if (send_fin && perf_send_ctl(s, &fin) != 0) {
         return -1;
     }
-    for (;;) {
-        struct sdd_cqe cqe;
-        if (perf_next(s, &cqe, CLIENT_TIMEOUT_MS) != 0) {
-            return -1;
-        }
-        if (cqe.kind == SDD_CQE_RECV && cqe.ctx == PERF_CTX_CTL) {
-            s->ctl_armed = false;
-            const struct perf_ctl *c = (const void *)(s->buf + PERF_CTL_RX_OFF);
-            return c->magic == PERF_MAGIC && c->type == CTL_DONE ? 0 : -1;
-        }
-    }
-}
-
-/* Post one operation of the test's kind, retrying while the queues are full. */
-static int post_op(struct perf_side *s, enum perf_op op, uint64_t size, bool imm)
-{
-    for (;;) {
-        sdd_err err;
-        if (op == PERF_SEND) {
-            err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, NULL);
-        } else if (op == PERF_WRITE && imm) {
-            err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr,
-                                        &s->remote, PERF_RX_OFF, size, NULL);
-        } else if (op == PERF_WRITE) {
-            err = sdd_ep_post_write(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr,
-                                    &s->remote, PERF_RX_OFF, NULL);
-        } else {
-            err = sdd_ep_post_read(s->ep, s->peer, s->buf + PERF_RX_OFF, size, s->mr, &s->remote,
-                                   PERF_TX_OFF, NULL);
-        }
-        if (err == SDD_OK) {
-            return 0;
-        }
-        if (err != SDD_EAGAIN) {
-            fprintf(stderr, "sddaq perf: posting %s: %s\n", perf_op_name(op), sdd_strerror(err));
-            return -1;
-        }
-        return 1; /* caller drains completions and calls again */
-    }
+    return perf_wait_ctl(s, CTL_DONE, CLIENT_TIMEOUT_MS);
 }
 
 static int post_recv(struct perf_side *s, uint64_t size)
@@ -124,7 +76,7 @@ static int run_lat(struct perf_side *s, enum perf_op op, uint64_t size, uint64_t
         }
         uint64_t t0 = sdd_now_ns();
         int rc;
-        while ((rc = post_op(s, op, size, true)) == 1) {
+        while ((rc = perf_post(s, op, size, true)) == 1) {
             if (perf_progress(s) != 0) {
                 return -1;
             }
@@ -158,7 +110,7 @@ static uint64_t run_bw(struct perf_side *s, enum perf_op op, uint64_t size, uint
     while (completed < iters) {
         bool stalled = false;
         while (posted < iters && posted - completed < window) {
-            int rc = post_op(s, op, size, false);
+            int rc = perf_post(s, op, size, false);
             if (rc < 0) {
                 return 0;
             }

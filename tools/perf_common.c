@@ -176,3 +176,47 @@ int perf_progress(struct perf_side *s)
     s->cq_i = 0;
     return 0;
 }
+
+int perf_post(struct perf_side *s, enum perf_op op, uint64_t size, bool imm)
+{
+    sdd_err err;
+    if (op == PERF_SEND) {
+        err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, NULL);
+    } else if (op == PERF_WRITE && imm) {
+        err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
+                                    PERF_RX_OFF, size, NULL);
+    } else if (op == PERF_WRITE) {
+        err = sdd_ep_post_write(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
+                                PERF_RX_OFF, NULL);
+    } else {
+        err = sdd_ep_post_read(s->ep, s->peer, s->buf + PERF_RX_OFF, size, s->mr, &s->remote,
+                               PERF_TX_OFF, NULL);
+    }
+    if (err == SDD_OK) {
+        return 0;
+    }
+    if (err == SDD_EAGAIN) {
+        return 1;
+    }
+    fprintf(stderr, "sddaq perf: posting %s: %s\n", perf_op_name(op), sdd_strerror(err));
+    return -1;
+}
+
+int perf_wait_ctl(struct perf_side *s, uint32_t type, int timeout_ms)
+{
+    for (;;) {
+        struct sdd_cqe cqe;
+        if (perf_next(s, &cqe, timeout_ms) != 0) {
+            return -1;
+        }
+        if (cqe.kind == SDD_CQE_RECV && cqe.ctx == PERF_CTX_CTL) {
+            s->ctl_armed = false;
+            const struct perf_ctl *c = (const void *)(s->buf + PERF_CTL_RX_OFF);
+            if (cqe.len == sizeof(*c) && c->magic == PERF_MAGIC && c->type == type) {
+                return 0;
+            }
+            fprintf(stderr, "sddaq perf: unexpected control message from the peer\n");
+            return -1;
+        }
+    }
+}

@@ -27,39 +27,16 @@ static int post_data_recvs(struct perf_side *s, uint64_t size, uint64_t *posted,
     return 0;
 }
 
-static int reply_send(struct perf_side *s, uint64_t size)
+/* Echo one operation back, driving progress while the queues are full. */
+static int reply(struct perf_side *s, enum perf_op op, uint64_t size)
 {
-    for (;;) {
-        sdd_err err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, NULL);
-        if (err == SDD_OK) {
-            return 0;
-        }
-        if (err != SDD_EAGAIN) {
-            fprintf(stderr, "sddaq perf: send: %s\n", sdd_strerror(err));
-            return -1;
-        }
+    int rc;
+    while ((rc = perf_post(s, op, size, true)) == 1) {
         if (perf_progress(s) != 0) {
             return -1;
         }
     }
-}
-
-static int reply_write(struct perf_side *s, uint64_t size)
-{
-    for (;;) {
-        sdd_err err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr,
-                                            &s->remote, PERF_RX_OFF, size, NULL);
-        if (err == SDD_OK) {
-            return 0;
-        }
-        if (err != SDD_EAGAIN) {
-            fprintf(stderr, "sddaq perf: write: %s\n", sdd_strerror(err));
-            return -1;
-        }
-        if (perf_progress(s) != 0) {
-            return -1;
-        }
-    }
+    return rc;
 }
 
 /* Send tests: receive `count` messages (echoing each one for latency), then DONE. */
@@ -88,7 +65,7 @@ static int serve_send(struct perf_side *s, const struct perf_ctl *spec)
         if (post_data_recvs(s, spec->size, &posted, want) != 0) {
             return -1;
         }
-        if (echo && reply_send(s, spec->size) != 0) {
+        if (echo && reply(s, PERF_SEND, spec->size) != 0) {
             return -1;
         }
     }
@@ -113,7 +90,7 @@ static int serve_rma(struct perf_side *s, const struct perf_ctl *spec)
             return -1;
         }
         if (cqe.kind == SDD_CQE_REMOTE_WRITE && echo) {
-            if (reply_write(s, spec->size) != 0) {
+            if (reply(s, PERF_WRITE, spec->size) != 0) {
                 return -1;
             }
         } else if (cqe.kind == SDD_CQE_RECV && cqe.ctx == PERF_CTX_CTL) {
