@@ -178,8 +178,11 @@ static void expire_ops(sdd_ep *ep, uint64_t now)
     }
 }
 
-static void housekeeping(sdd_ep *ep, uint64_t now)
+void ep_tick(sdd_ep *ep, uint64_t now)
 {
+    if (now < ep->next_tick_ns) {
+        return;
+    }
     ep->next_tick_ns = now + EP_TICK_NS;
     if (ep->npeers > 0) {
         ep_check_peers(ep, now);
@@ -213,9 +216,9 @@ int sdd_ep_poll(sdd_ep *ep, struct sdd_cqe *cqes, int max)
     if (ep == NULL || cqes == NULL || max <= 0) {
         return SDD_EINVAL;
     }
-    uint64_t now = sdd_now_ns();
-    if (now >= ep->next_tick_ns) {
-        housekeeping(ep, now);
+    if (ep->polls_to_clock-- == 0) {
+        ep->polls_to_clock = EP_POLLS_PER_CLOCK - 1;
+        ep_tick(ep, sdd_now_ns());
     }
     int n = pop_local(ep, cqes, max);
     if (n < max) {
@@ -230,6 +233,7 @@ int sdd_ep_poll(sdd_ep *ep, struct sdd_cqe *cqes, int max)
 
 sdd_err sdd_ep_trywait(sdd_ep *ep)
 {
+    ep_tick(ep, sdd_now_ns());
     if (ep->local.head != ep->local.tail) {
         return SDD_EAGAIN;
     }
@@ -284,10 +288,13 @@ int sdd_ep_wait(sdd_ep *ep, struct sdd_cqe *cqes, int max, int timeout_ms)
         spin_until = start + ep->opts.spin_us * SDD_NS_PER_US;
     }
     uint64_t backoff = 10 * SDD_NS_PER_US;
-    for (;;) {
+    for (uint32_t spins = 0;; spins++) {
         int n = sdd_ep_poll(ep, cqes, max);
         if (n != 0) {
             return n;
+        }
+        if (spins % EP_POLLS_PER_CLOCK != 0) {
+            continue; /* spinning: look at the clock only now and then */
         }
         uint64_t now = sdd_now_ns();
         if (now >= deadline) {
@@ -296,6 +303,7 @@ int sdd_ep_wait(sdd_ep *ep, struct sdd_cqe *cqes, int max, int timeout_ms)
         if (now < spin_until) {
             continue;
         }
+        ep_tick(ep, now);
         sleep_once(ep, now, deadline, &backoff);
     }
 }

@@ -11,6 +11,9 @@
 #include "sddaq/fabric.h"
 
 #define EP_TICK_NS (2 * 1000 * 1000ull) /* housekeeping period: liveness and deadlines */
+/* A busy poll loop reads the clock (25 ns here) only every this many polls; sleeping waits and
+ * sdd_ep_trywait always look at it. */
+#define EP_POLLS_PER_CLOCK 16
 #define EP_MAX_PEERS 4096
 /* After a peer says BYE, messages it sent before may still be queued here: keep delivering
  * them this long before reporting the peer gone. */
@@ -102,6 +105,7 @@ struct sdd_ep {
     uint64_t next_key; /* requested keys when the provider does not choose them */
 
     uint64_t next_tick_ns;
+    uint32_t polls_to_clock; /* countdown to the next clock read in sdd_ep_poll */
     struct sdd_ep_stats stats;
     char prov_name[64];
 };
@@ -134,6 +138,9 @@ void ep_close_all_peers(sdd_ep *ep);
 void ep_close_all_listeners(sdd_ep *ep);
 /* MRs (mr.c). */
 void ep_close_all_mrs(sdd_ep *ep);
+
+/* Run housekeeping if its tick has come (cq.c). */
+void ep_tick(sdd_ep *ep, uint64_t now);
 
 /* Convert a libfabric return code (negative FI_E*) to sdd_err. */
 sdd_err ep_err_from_fi(int fi_rc);
