@@ -10,7 +10,7 @@
 #   stream  sddaq -t bw -o send                  vs ucx_perftest tag_bw
 #   memcpy  bench_memcpy: one core's copy bandwidth, the ceiling for a copying transport
 # Provider shm is compared with UCX_TLS=sm,self (posix,cma,self as fallback), tcp with
-# UCX_TLS=tcp,self. Processes are not pinned: the OS places server and client.
+# UCX_TLS=tcp,self. Servers run on CPU 0 and clients on CPU 1 (taskset) for every tool.
 #
 # Usage: bench/transport.sh [--sddaq PATH] [--providers shm,tcp] [--reps R] [--quick]
 #                           [--window W] [--timeout S] [--out FILE.json] [--keep-logs]
@@ -144,7 +144,7 @@ echo "machine: $ncpu CPUs, ${cpu_model:-unknown CPU}, $(uname -sr)"
 echo "quiet:   $quiet_line"
 echo "tools:   libfabric ${fi_version:-n/a}, UCX ${ucx_version:-n/a}, sddaq $([ $have_sddaq = 1 ] && echo "$sddaq" || echo n/a)"
 echo "setup:   $reps rep(s) per point, reference and sddaq alternating (ABBA), window $window," \
-    "per-run timeout ${run_timeout}s; processes not pinned (OS placement)"
+    "per-run timeout ${run_timeout}s; server pinned to CPU 0, client to CPU 1"
 
 # --- helpers -------------------------------------------------------------------------------------
 now() { date +%s.%N; }
@@ -227,6 +227,15 @@ record() {
     esac
 }
 
+# Server and client on different cores, the same for every tool, so that placement by the
+# scheduler is not one more difference between runs.
+pin_server=()
+pin_client=()
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then
+    pin_server=(taskset -c 0)
+    pin_client=(taskset -c 1)
+fi
+
 # Run a client/server pair: server command in the array srv_cmd, client in cli_cmd; the client
 # gets the port through the placeholder @PORT@. Sets run_rc and run_wall.
 # $1: how the server announces itself: "listen" (poll the TCP port) or "file:PATH".
@@ -243,7 +252,7 @@ run_pair() {
         fi
         s_cmd=()
         for a in "${srv_cmd[@]}"; do s_cmd+=("${a//@PORT@/$port}"); done
-        timeout -k 5 "$run_timeout" "${s_cmd[@]}" >"$out.srv" 2>&1 &
+        timeout -k 5 "$run_timeout" "${pin_server[@]}" "${s_cmd[@]}" >"$out.srv" 2>&1 &
         srv_pid=$!
         bg_pids+=("$srv_pid")
         if [ "$how" = listen ]; then
@@ -255,7 +264,7 @@ run_pair() {
         c_cmd=()
         for a in "${cli_cmd[@]}"; do c_cmd+=("${a//@PORT@/$port}"); done
         t0=$(now)
-        timeout -k 5 "$run_timeout" "${c_cmd[@]}" >"$out" 2>"$out.err"
+        timeout -k 5 "$run_timeout" "${pin_client[@]}" "${c_cmd[@]}" >"$out" 2>"$out.err"
         run_rc=$?
         t1=$(now)
         run_wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
