@@ -17,8 +17,8 @@
 #include "sddaq/clock.h"
 
 #define MAX_SIZES 64
-#define MAX_REPS 31
-#define MAX_SIZE (1ull << 30)
+#define MAX_REPS  31
+#define MAX_SIZE  (1ull << 30)
 
 struct opts {
     uint64_t sizes[MAX_SIZES];
@@ -230,7 +230,8 @@ int main(int argc, char **argv)
         gbps = ns > 0.0 ? (double)size / ns : 0.0; /* bytes per ns = GB/s */
         fprintf(table, "%12" PRIu64 " %14.3f %10.2f\n", size, ns, gbps);
         if (o.json) {
-            printf("{\"tool\":\"memcpy\",\"size\":%" PRIu64 ",\"ns_per_copy\":%.4f,\"GBps\":%.4f}\n",
+            printf("{\"tool\":\"memcpy\",\"size\":%" PRIu64
+                   ",\"ns_per_copy\":%.4f,\"GBps\":%.4f}\n",
                    size, ns, gbps);
             fflush(stdout);
         }

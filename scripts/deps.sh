@@ -3,8 +3,9 @@
 # test.sh; usable alone: scripts/deps.sh [extra packages...]
 set -euo pipefail
 
+# clang (with libFuzzer) runs the fuzz smoke test; the rest build, test and benchmark.
 SDDAQ_PACKAGES=(build-essential cmake pkg-config libfabric-dev libfabric-bin ucx-utils python3
-    iproute2 procps)
+    iproute2 procps util-linux clang)
 
 sddaq_install_deps() {
     local missing=()

@@ -7,8 +7,8 @@
 #include "sddaq/fabric.h"
 #include "sddaq/log.h"
 
-static const char *const candidates[] = {"shm", "tcp", "verbs", "efa", "cxi", "psm3", "opx",
-                                         "psm2", "auto"};
+static const char *const candidates[] = {"shm",  "tcp", "verbs", "efa", "cxi",
+                                         "psm3", "opx", "psm2",  "auto"};
 
 int cmd_info(int argc, char **argv)
 {
@@ -38,8 +38,8 @@ int cmd_info(int argc, char **argv)
         snprintf(mr, sizeof(mr), "%s%s%s%s", in->mr_virt_addr ? "virt " : "offset ",
                  in->mr_prov_key ? "provkey " : "", in->mr_local ? "local " : "",
                  in->mr_endpoint ? "endpoint" : "");
-        printf("%-8s %-14s %-16s %-8zu %-8zu %-7s %-24s\n", candidates[i], in->provider,
-               in->domain, in->inject_size, in->cq_data_size, in->wait_fd ? "yes" : "no", mr);
+        printf("%-8s %-14s %-16s %-8zu %-8zu %-7s %-24s\n", candidates[i], in->provider, in->domain,
+               in->inject_size, in->cq_data_size, in->wait_fd ? "yes" : "no", mr);
         sdd_ep_close(ep);
     }
     return 0;

@@ -113,14 +113,20 @@ static int parse_option(struct perf_opts *o, int c, const char *arg)
 static int parse_args(int argc, char **argv, struct perf_opts *o)
 {
     static const struct option longopts[] = {
-        {"provider", required_argument, NULL, 'p'}, {"test", required_argument, NULL, 't'},
-        {"op", required_argument, NULL, 'o'},       {"sizes", required_argument, NULL, 's'},
-        {"iters", required_argument, NULL, 'n'},    {"duration", required_argument, NULL, 'D'},
-        {"window", required_argument, NULL, 'w'},   {"wait", required_argument, NULL, OPT_WAIT},
-        {"json", no_argument, NULL, OPT_JSON},      {"host", required_argument, NULL, OPT_HOST},
+        {"provider", required_argument, NULL, 'p'},
+        {"test", required_argument, NULL, 't'},
+        {"op", required_argument, NULL, 'o'},
+        {"sizes", required_argument, NULL, 's'},
+        {"iters", required_argument, NULL, 'n'},
+        {"duration", required_argument, NULL, 'D'},
+        {"window", required_argument, NULL, 'w'},
+        {"wait", required_argument, NULL, OPT_WAIT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
         {"port-file", required_argument, NULL, OPT_PORT_FILE},
-        {"once", no_argument, NULL, OPT_ONCE},      {"help", no_argument, NULL, 'h'},
+        {"once", no_argument, NULL, OPT_ONCE},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     optind = 1;
@@ -132,8 +138,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
         }
         if (c == '?' || parse_option(o, c, optarg) != 0) {
             if (c != '?') {
-                fprintf(stderr, "sddaq perf: bad value '%s' for -%c\n", optarg,
-                        c < 256 ? c : '-');
+                fprintf(stderr, "sddaq perf: bad value '%s' for -%c\n", optarg, c < 256 ? c : '-');
             }
             return -1;
         }
@@ -153,16 +158,15 @@ static void defaults(struct perf_opts *o)
     o->nsizes = cli_parse_sizes("8:16M", o->sizes, PERF_MAX_SIZES);
 }
 
-void perf_print_result(const struct perf_opts *o, const char *provider,
-                       const struct perf_result *r, bool first)
+void perf_print_result(const struct perf_opts *o, const char *provider, const struct perf_result *r,
+                       bool first)
 {
     double us = 1e-3;
     if (o->json) {
         printf("{\"tool\":\"sddaq-perf\",\"provider\":\"%s\",\"test\":\"%s\",\"op\":\"%s\","
                "\"size\":%llu,\"iters\":%llu,\"window\":%u,\"wait\":\"%s\",",
-               provider, perf_test_name(r->test), perf_op_name(r->op),
-               (unsigned long long)r->size, (unsigned long long)r->iters, r->window,
-               perf_wait_name(o->wait));
+               provider, perf_test_name(r->test), perf_op_name(r->op), (unsigned long long)r->size,
+               (unsigned long long)r->iters, r->window, perf_wait_name(o->wait));
         if (r->test == PERF_LAT) {
             printf("\"lat_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"min\":%.3f,"
                    "\"max\":%.3f,\"mean\":%.3f},",
@@ -178,10 +182,9 @@ void perf_print_result(const struct perf_opts *o, const char *provider,
     if (first) {
         printf("\n%s %s over %s (wait %s)%s\n", perf_test_name(r->test), perf_op_name(r->op),
                provider, perf_wait_name(o->wait),
-               r->test == PERF_LAT
-                   ? (r->op == PERF_READ ? ", latency = whole read"
-                                         : ", latency = one way (half round trip)")
-                   : "");
+               r->test == PERF_LAT ? (r->op == PERF_READ ? ", latency = whole read"
+                                                         : ", latency = one way (half round trip)")
+                                   : "");
         if (r->test == PERF_LAT) {
             printf("%10s %9s %9s %9s %9s %9s %9s %10s\n", "bytes", "iters", "p50[us]", "mean[us]",
                    "p99[us]", "min[us]", "max[us]", "MB/s");

@@ -10,10 +10,10 @@
 #include "sddaq/fabric.h"
 #include "sddaq/hist.h"
 
-#define PERF_MAX_SIZE (16u << 20) /* largest transfer: the 8 B .. 16 MiB */
+#define PERF_MAX_SIZE  (16u << 20) /* largest transfer: the 8 B .. 16 MiB */
 #define PERF_MAX_SIZES 32
-#define PERF_CTL_SIZE 64
-#define PERF_MAGIC 0x46524550u /* "PERF" */
+#define PERF_CTL_SIZE  64
+#define PERF_MAGIC     0x46524550u /* "PERF" */
 
 enum perf_test { PERF_LAT = 1, PERF_BW };
 enum perf_op { PERF_SEND = 1, PERF_WRITE, PERF_READ };
@@ -50,8 +50,8 @@ struct perf_opts {
     enum perf_op op;
     uint64_t sizes[PERF_MAX_SIZES];
     int nsizes;
-    uint64_t iters;   /* 0 = default per size */
-    double duration;  /* seconds per size; 0 = use iters */
+    uint64_t iters;  /* 0 = default per size */
+    double duration; /* seconds per size; 0 = use iters */
     uint32_t window;
     bool json;
     bool quiet_header;
@@ -83,11 +83,11 @@ struct perf_result {
 #define PERF_CTX_CTL ((void *)1)
 
 /* Layout of the per-side buffer. */
-#define PERF_TX_OFF 0u
-#define PERF_RX_OFF PERF_MAX_SIZE
+#define PERF_TX_OFF     0u
+#define PERF_RX_OFF     PERF_MAX_SIZE
 #define PERF_CTL_TX_OFF (2u * PERF_MAX_SIZE)
 #define PERF_CTL_RX_OFF (2u * PERF_MAX_SIZE + PERF_CTL_SIZE)
-#define PERF_BUF_SIZE (2u * PERF_MAX_SIZE + 2u * PERF_CTL_SIZE)
+#define PERF_BUF_SIZE   (2u * PERF_MAX_SIZE + 2u * PERF_CTL_SIZE)
 
 /* perf_common.c */
 int perf_side_open(struct perf_side *s, const struct perf_opts *o);
@@ -116,7 +116,7 @@ const char *perf_wait_name(sdd_wait_mode w);
 
 int perf_server_run(const struct perf_opts *o);
 int perf_client_run(const struct perf_opts *o);
-void perf_print_result(const struct perf_opts *o, const char *provider,
-                       const struct perf_result *r, bool first);
+void perf_print_result(const struct perf_opts *o, const char *provider, const struct perf_result *r,
+                       bool first);
 
 #endif

@@ -103,8 +103,9 @@ static int run_lat(struct perf_side *s, enum perf_op op, uint64_t size, uint64_t
 static uint64_t run_bw(struct perf_side *s, enum perf_op op, uint64_t size, uint32_t window,
                        uint64_t iters)
 {
-    sdd_cqe_kind done = op == PERF_SEND ? SDD_CQE_SEND : op == PERF_WRITE ? SDD_CQE_WRITE
-                                                                           : SDD_CQE_READ;
+    sdd_cqe_kind done = op == PERF_SEND    ? SDD_CQE_SEND
+                        : op == PERF_WRITE ? SDD_CQE_WRITE
+                                           : SDD_CQE_READ;
     uint64_t posted = 0, completed = 0;
     uint64_t t0 = sdd_now_ns();
     while (completed < iters) {
@@ -138,8 +139,13 @@ static int measure(struct perf_side *s, const struct perf_opts *o, uint64_t size
                    struct perf_result *r)
 {
     uint64_t warm = warmup_of(o->test, iters);
-    struct perf_ctl spec = {.magic = PERF_MAGIC, .type = CTL_SPEC, .test = o->test, .op = o->op,
-                            .size = size, .count = warm + iters, .window = o->window};
+    struct perf_ctl spec = {.magic = PERF_MAGIC,
+                            .type = CTL_SPEC,
+                            .test = o->test,
+                            .op = o->op,
+                            .size = size,
+                            .count = warm + iters,
+                            .window = o->window};
     if (start_phase(s, &spec) != 0) {
         return -1;
     }

@@ -8,7 +8,7 @@
 #include "perf.h"
 
 #define SERVER_TIMEOUT_MS 60000
-#define IDLE_TIMEOUT_MS (24 * 3600 * 1000)
+#define IDLE_TIMEOUT_MS   (24 * 3600 * 1000)
 
 /* Post receives for a send test: data receives into the receive half, at most `count`. */
 static int post_data_recvs(struct perf_side *s, uint64_t size, uint64_t *posted, uint64_t want)

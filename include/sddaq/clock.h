@@ -7,7 +7,7 @@
 
 #define SDD_NS_PER_US 1000ull
 #define SDD_NS_PER_MS 1000000ull
-#define SDD_NS_PER_S 1000000000ull
+#define SDD_NS_PER_S  1000000000ull
 
 /* Nanoseconds since an arbitrary fixed point (CLOCK_MONOTONIC). Safe from any thread. */
 static inline uint64_t sdd_now_ns(void)
@@ -20,7 +20,8 @@ static inline uint64_t sdd_now_ns(void)
 /* Sleep for at least ns nanoseconds (restarts after signals). */
 static inline void sdd_sleep_ns(uint64_t ns)
 {
-    struct timespec ts = {.tv_sec = (time_t)(ns / SDD_NS_PER_S), .tv_nsec = (long)(ns % SDD_NS_PER_S)};
+    struct timespec ts = {.tv_sec = (time_t)(ns / SDD_NS_PER_S),
+                          .tv_nsec = (long)(ns % SDD_NS_PER_S)};
     while (nanosleep(&ts, &ts) != 0) {
     }
 }

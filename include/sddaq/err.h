@@ -7,27 +7,27 @@
 #include "sddaq/api.h"
 
 /* X-macro: name, value, message. Values are stable; append new codes at the end. */
-#define SDD_ERR_MAP(X)                                                                             \
-    X(OK, 0, "success")                                                                            \
-    X(EINVAL, -1, "invalid argument")                                                              \
-    X(ENOMEM, -2, "out of memory")                                                                 \
-    X(EAGAIN, -3, "resource temporarily unavailable, try again")                                   \
-    X(ETIMEDOUT, -4, "operation timed out")                                                        \
-    X(ECONNREFUSED, -5, "connection refused")                                                      \
-    X(ECONNRESET, -6, "connection closed by peer")                                                 \
-    X(EPEERDEAD, -7, "peer is dead or unreachable")                                                \
-    X(EPROTO, -8, "protocol violation: malformed or unexpected data from peer")                    \
-    X(ENOPROV, -9, "no matching fabric provider")                                                  \
-    X(ENOTSUP, -10, "operation not supported")                                                     \
-    X(EFABRIC, -11, "fabric error")                                                                \
-    X(EIO, -12, "input/output error")                                                              \
-    X(ECLOSED, -13, "object is closed")                                                            \
-    X(ETOOBIG, -14, "size exceeds limit")                                                          \
-    X(EACCES, -15, "remote access denied (bad key, address or permission)")                        \
-    X(ENOENT, -16, "no such entry")                                                                \
-    X(EBUSY, -17, "resource busy")                                                                 \
-    X(ECANCELED, -18, "operation canceled")                                                        \
-    X(EOS, -19, "operating system error")                                                          \
+#define SDD_ERR_MAP(X)                                                          \
+    X(OK, 0, "success")                                                         \
+    X(EINVAL, -1, "invalid argument")                                           \
+    X(ENOMEM, -2, "out of memory")                                              \
+    X(EAGAIN, -3, "resource temporarily unavailable, try again")                \
+    X(ETIMEDOUT, -4, "operation timed out")                                     \
+    X(ECONNREFUSED, -5, "connection refused")                                   \
+    X(ECONNRESET, -6, "connection closed by peer")                              \
+    X(EPEERDEAD, -7, "peer is dead or unreachable")                             \
+    X(EPROTO, -8, "protocol violation: malformed or unexpected data from peer") \
+    X(ENOPROV, -9, "no matching fabric provider")                               \
+    X(ENOTSUP, -10, "operation not supported")                                  \
+    X(EFABRIC, -11, "fabric error")                                             \
+    X(EIO, -12, "input/output error")                                           \
+    X(ECLOSED, -13, "object is closed")                                         \
+    X(ETOOBIG, -14, "size exceeds limit")                                       \
+    X(EACCES, -15, "remote access denied (bad key, address or permission)")     \
+    X(ENOENT, -16, "no such entry")                                             \
+    X(EBUSY, -17, "resource busy")                                              \
+    X(ECANCELED, -18, "operation canceled")                                     \
+    X(EOS, -19, "operating system error")                                       \
     X(ECORRUPT, -20, "data corrupt (checksum or pattern mismatch)")
 
 typedef enum {

@@ -55,16 +55,16 @@ struct sdd_ep_info {
     const char *fabric;   /* fabric name, e.g. "127.0.0.1/32" */
     const char *domain;   /* domain name, e.g. "lo" */
     size_t max_msg_size;
-    size_t inject_size;   /* sends up to this size complete at once (copied by the provider) */
-    size_t cq_data_size;  /* bytes of immediate data carried by sdd_ep_post_write_imm (4 or 8) */
+    size_t inject_size;  /* sends up to this size complete at once (copied by the provider) */
+    size_t cq_data_size; /* bytes of immediate data carried by sdd_ep_post_write_imm (4 or 8) */
     uint32_t tx_depth, rx_depth;
-    bool mr_virt_addr;    /* remote addresses are virtual addresses (else offsets) */
-    bool mr_prov_key;     /* keys are chosen by the provider (else by sddaq) */
-    bool mr_local;        /* local buffers must be registered (pass an sdd_mr) */
-    bool mr_endpoint;     /* regions are bound to the endpoint */
-    bool rx_cq_data;      /* immediate data consumes a posted receive (FI_RX_CQ_DATA) */
-    bool source_addr;     /* receive completions name their source peer */
-    bool wait_fd;         /* the completion queue has a native wait fd (else timed polling) */
+    bool mr_virt_addr; /* remote addresses are virtual addresses (else offsets) */
+    bool mr_prov_key;  /* keys are chosen by the provider (else by sddaq) */
+    bool mr_local;     /* local buffers must be registered (pass an sdd_mr) */
+    bool mr_endpoint;  /* regions are bound to the endpoint */
+    bool rx_cq_data;   /* immediate data consumes a posted receive (FI_RX_CQ_DATA) */
+    bool source_addr;  /* receive completions name their source peer */
+    bool wait_fd;      /* the completion queue has a native wait fd (else timed polling) */
 };
 
 /* Fill opts with the defaults above. */
@@ -183,11 +183,11 @@ typedef enum {
 } sdd_cqe_kind;
 
 struct sdd_cqe {
-    void *ctx;        /* the ctx given to the post call */
-    sdd_peer *peer;   /* the peer involved, NULL when unknown */
-    uint64_t imm;     /* REMOTE_WRITE: the immediate data */
-    size_t len;       /* RECV: bytes received; REMOTE_WRITE: bytes written */
-    sdd_err status;   /* SDD_OK, or why the operation failed */
+    void *ctx;      /* the ctx given to the post call */
+    sdd_peer *peer; /* the peer involved, NULL when unknown */
+    uint64_t imm;   /* REMOTE_WRITE: the immediate data */
+    size_t len;     /* RECV: bytes received; REMOTE_WRITE: bytes written */
+    sdd_err status; /* SDD_OK, or why the operation failed */
     sdd_cqe_kind kind;
 };
 
@@ -211,10 +211,10 @@ SDD_API int sdd_ep_tick_ms(const sdd_ep *ep);
 /* Counters for monitoring. */
 struct sdd_ep_stats {
     uint64_t posted, completed, failed;
-    uint64_t timed_out;       /* operations failed by their deadline */
-    uint64_t peers_lost;      /* peers declared dead or gone */
+    uint64_t timed_out;        /* operations failed by their deadline */
+    uint64_t peers_lost;       /* peers declared dead or gone */
     uint64_t late_completions; /* provider completions for operations already failed */
-    uint64_t eagain;          /* posts refused because queues were full */
+    uint64_t eagain;           /* posts refused because queues were full */
 };
 SDD_API void sdd_ep_stats(const sdd_ep *ep, struct sdd_ep_stats *out);
 

@@ -32,8 +32,8 @@ SDD_API void sdd_log_configure(const char *spec);
 SDD_API int sdd_log_level_parse(const char *name);
 
 #define SDD_ERROR(comp, ...) sdd_log(SDD_LOG_ERROR, comp, __VA_ARGS__)
-#define SDD_WARN(comp, ...) sdd_log(SDD_LOG_WARN, comp, __VA_ARGS__)
-#define SDD_INFO(comp, ...) sdd_log(SDD_LOG_INFO, comp, __VA_ARGS__)
+#define SDD_WARN(comp, ...)  sdd_log(SDD_LOG_WARN, comp, __VA_ARGS__)
+#define SDD_INFO(comp, ...)  sdd_log(SDD_LOG_INFO, comp, __VA_ARGS__)
 #define SDD_DEBUG(comp, ...) sdd_log(SDD_LOG_DEBUG, comp, __VA_ARGS__)
 #define SDD_TRACE(comp, ...) sdd_log(SDD_LOG_TRACE, comp, __VA_ARGS__)
 

@@ -6,8 +6,8 @@
 const char *sdd_strerror(sdd_err err)
 {
     switch (err) {
-#define SDD_ERR_MSG(name, value, msg)                                                              \
-    case value:                                                                                    \
+#define SDD_ERR_MSG(name, value, msg) \
+    case value:                       \
         return msg;
         SDD_ERR_MAP(SDD_ERR_MSG)
 #undef SDD_ERR_MSG
@@ -18,8 +18,8 @@ const char *sdd_strerror(sdd_err err)
 const char *sdd_errname(sdd_err err)
 {
     switch (err) {
-#define SDD_ERR_NAME(name, value, msg)                                                             \
-    case value:                                                                                    \
+#define SDD_ERR_NAME(name, value, msg) \
+    case value:                        \
         return #name;
         SDD_ERR_MAP(SDD_ERR_NAME)
 #undef SDD_ERR_NAME

@@ -10,7 +10,7 @@
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
-#define MAX_RULES 16
+#define MAX_RULES     16
 #define MAX_COMPONENT 24
 
 struct log_rule {

@@ -78,8 +78,8 @@ static bool translate(sdd_ep *ep, const struct fi_cq_data_entry *e, fi_addr_t sr
         if (!(e->flags & FI_REMOTE_CQ_DATA)) {
             return false;
         }
-        *out = (struct sdd_cqe){.peer = from, .imm = e->data, .len = e->len,
-                                .kind = SDD_CQE_REMOTE_WRITE};
+        *out = (struct sdd_cqe){
+            .peer = from, .imm = e->data, .len = e->len, .kind = SDD_CQE_REMOTE_WRITE};
         return true;
     }
     if (!retire_op(ep, op)) {
@@ -112,12 +112,15 @@ static bool translate_error(sdd_ep *ep, struct sdd_cqe *out)
     if (status == SDD_OK) {
         status = SDD_EFABRIC;
     }
-    SDD_DEBUG("fabric", "completion error: %s (%d), provider: %s", fi_strerror(err.err),
-              err.err, fi_cq_strerror(ep->cq, err.prov_errno, err.err_data, NULL, 0));
+    SDD_DEBUG("fabric", "completion error: %s (%d), provider: %s", fi_strerror(err.err), err.err,
+              fi_cq_strerror(ep->cq, err.prov_errno, err.err_data, NULL, 0));
     if (op == NULL || !retire_op(ep, op)) {
         return false;
     }
-    *out = (struct sdd_cqe){.ctx = op->ctx, .peer = op->peer, .len = err.len, .status = status,
+    *out = (struct sdd_cqe){.ctx = op->ctx,
+                            .peer = op->peer,
+                            .len = err.len,
+                            .status = status,
                             .kind = (sdd_cqe_kind)op->kind};
     ep->stats.failed++;
     sdd_peer *peer = op->peer;

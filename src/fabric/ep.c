@@ -87,8 +87,8 @@ static struct fi_info *make_hints(const struct sdd_ep_opts *opts, bool want_sour
     if (hints == NULL) {
         return NULL;
     }
-    hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ |
-                  FI_REMOTE_WRITE;
+    hints->caps =
+        FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     if (want_source) {
         hints->caps |= FI_SOURCE;
     }
@@ -292,8 +292,8 @@ static sdd_err open_objects(sdd_ep *ep)
         rc = fi_enable(ep->fid);
     }
     if (rc != 0) {
-        SDD_ERROR("fabric", "%s on %s: %s (%d)", what, fi->fabric_attr->prov_name,
-                  fi_strerror(-rc), rc);
+        SDD_ERROR("fabric", "%s on %s: %s (%d)", what, fi->fabric_attr->prov_name, fi_strerror(-rc),
+                  rc);
         return ep_err_from_fi(rc);
     }
     return SDD_OK;

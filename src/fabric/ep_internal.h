@@ -14,7 +14,7 @@
 /* A busy poll loop reads the clock (25 ns here) only every this many polls; sleeping waits and
  * sdd_ep_trywait always look at it. */
 #define EP_POLLS_PER_CLOCK 16
-#define EP_MAX_PEERS 4096
+#define EP_MAX_PEERS       4096
 /* After a peer says BYE, messages it sent before may still be queued here: keep delivering
  * them this long before reporting the peer gone. */
 #define EP_BYE_GRACE_NS (50 * 1000 * 1000ull)
@@ -85,14 +85,14 @@ struct sdd_ep {
     struct fid_ep *fid;
     struct fid_av *av;
     struct fid_cq *cq;
-    int cq_fd;    /* native wait fd or -1 */
-    int epfd;     /* what sdd_ep_fd returns: cq_fd + peer_epfd */
+    int cq_fd;     /* native wait fd or -1 */
+    int epfd;      /* what sdd_ep_fd returns: cq_fd + peer_epfd */
     int peer_epfd; /* all peer liveness sockets */
 
     struct ep_op *ops;
     uint32_t nops;
-    uint32_t free_head; /* free list through ep_op.next_free; UINT32_MAX = empty */
-    uint32_t posted;    /* ops in OP_POSTED state */
+    uint32_t free_head;   /* free list through ep_op.next_free; UINT32_MAX = empty */
+    uint32_t posted;      /* ops in OP_POSTED state */
     uint32_t tx_inflight; /* of those, the ones aimed at a peer (not receives) */
 
     struct cqe_fifo local;
@@ -127,8 +127,9 @@ void ep_check_peers(sdd_ep *ep, uint64_t now);
 /* SDD_OK when operations may be posted to peer, else why not. */
 static inline sdd_err ep_peer_usable(const sdd_peer *peer)
 {
-    return peer->status != SDD_OK ? peer->status
-                                  : peer->bye_deadline_ns != 0 ? SDD_ECONNRESET : SDD_OK;
+    return peer->status != SDD_OK       ? peer->status
+           : peer->bye_deadline_ns != 0 ? SDD_ECONNRESET
+                                        : SDD_OK;
 }
 /* Drive progress until nothing is pending towards peer (all peers when NULL) or EP_FLUSH_NS
  * passes; completions read meanwhile are kept for the user when keep is true. */

@@ -48,8 +48,8 @@ sdd_err sdd_mr_reg(sdd_ep *ep, void *buf, size_t len, unsigned access, sdd_mr **
     /* Without FI_MR_PROV_KEY the application picks keys, unique per domain. FI_MR_ENDPOINT
      * regions are bound and enabled after registration. */
     uint64_t requested_key = ep->info.mr_prov_key ? 0 : ep->next_key++;
-    int rc = fi_mr_reg(ep->domain, buf, len, access_flags(access), 0, requested_key, 0,
-                       &mr->fid, NULL);
+    int rc =
+        fi_mr_reg(ep->domain, buf, len, access_flags(access), 0, requested_key, 0, &mr->fid, NULL);
     if (rc != 0) {
         SDD_ERROR("fabric", "fi_mr_reg(%zu bytes): %s (%d)", len, fi_strerror(-rc), rc);
         free(mr);

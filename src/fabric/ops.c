@@ -37,8 +37,8 @@ void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status)
         if (peer != NULL && op->peer != peer) {
             continue;
         }
-        struct sdd_cqe cqe = {.ctx = op->ctx, .peer = op->peer, .status = status,
-                              .kind = (sdd_cqe_kind)op->kind};
+        struct sdd_cqe cqe = {
+            .ctx = op->ctx, .peer = op->peer, .status = status, .kind = (sdd_cqe_kind)op->kind};
         ep_push_local(ep, &cqe);
         /* The slot stays taken until the provider gives it back (if ever). */
         op->state = OP_ABANDONED;
@@ -122,8 +122,8 @@ static sdd_err finish_post(sdd_ep *ep, struct ep_op *op, ssize_t rc, const char 
 }
 
 /* Injected operations complete at once: the provider has copied the data. */
-static sdd_err finish_inject(sdd_ep *ep, sdd_peer *peer, sdd_cqe_kind kind, void *ctx,
-                             ssize_t rc, const char *what)
+static sdd_err finish_inject(sdd_ep *ep, sdd_peer *peer, sdd_cqe_kind kind, void *ctx, ssize_t rc,
+                             const char *what)
 {
     if (rc == 0) {
         struct sdd_cqe cqe = {.ctx = ctx, .peer = peer, .kind = kind};
@@ -185,8 +185,8 @@ sdd_err sdd_ep_post_recv(sdd_ep *ep, void *buf, size_t len, sdd_mr *mr, void *ct
 }
 
 static sdd_err post_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, sdd_mr *mr,
-                          const struct sdd_rkey *rkey, uint64_t offset, bool with_imm,
-                          uint64_t imm, void *ctx)
+                          const struct sdd_rkey *rkey, uint64_t offset, bool with_imm, uint64_t imm,
+                          void *ctx)
 {
     sdd_err err = check_target(ep, peer, len, rkey, offset);
     if (err == SDD_OK) {
@@ -200,9 +200,9 @@ static sdd_err post_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t le
     }
     uint64_t raddr = rkey->addr + offset;
     if (len <= ep->info.inject_size) {
-        ssize_t rc = with_imm ? fi_inject_writedata(ep->fid, buf, len, imm, peer->addr, raddr,
-                                                    rkey->key)
-                              : fi_inject_write(ep->fid, buf, len, peer->addr, raddr, rkey->key);
+        ssize_t rc = with_imm
+                         ? fi_inject_writedata(ep->fid, buf, len, imm, peer->addr, raddr, rkey->key)
+                         : fi_inject_write(ep->fid, buf, len, peer->addr, raddr, rkey->key);
         return finish_inject(ep, peer, SDD_CQE_WRITE, ctx, rc, "fi_inject_write");
     }
     struct ep_op *op = take_op(ep, peer, SDD_CQE_WRITE, ctx);
@@ -222,9 +222,8 @@ sdd_err sdd_ep_post_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t le
     return post_write(ep, peer, buf, len, mr, rkey, offset, false, 0, ctx);
 }
 
-sdd_err sdd_ep_post_write_imm(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len,
-                              sdd_mr *mr, const struct sdd_rkey *rkey, uint64_t offset,
-                              uint64_t imm, void *ctx)
+sdd_err sdd_ep_post_write_imm(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, sdd_mr *mr,
+                              const struct sdd_rkey *rkey, uint64_t offset, uint64_t imm, void *ctx)
 {
     return post_write(ep, peer, buf, len, mr, rkey, offset, true, imm, ctx);
 }
@@ -243,7 +242,7 @@ sdd_err sdd_ep_post_read(sdd_ep *ep, sdd_peer *peer, void *buf, size_t len, sdd_
     if (op == NULL) {
         return SDD_EAGAIN;
     }
-    ssize_t rc = fi_read(ep->fid, buf, len, desc_of(mr), peer->addr, rkey->addr + offset,
-                         rkey->key, &op->fctx);
+    ssize_t rc = fi_read(ep->fid, buf, len, desc_of(mr), peer->addr, rkey->addr + offset, rkey->key,
+                         &op->fctx);
     return finish_post(ep, op, rc, "fi_read");
 }

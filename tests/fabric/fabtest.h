@@ -18,6 +18,7 @@
 
 static const char *ft_provider = "tcp";
 static uint32_t ft_tx_depth = 1024; /* operations in flight per endpoint */
+static sdd_wait_mode ft_wait_mode = SDD_WAIT_ADAPTIVE;
 
 /* One side of a test: endpoint, one registered buffer, the peer and the peer's buffer key. */
 struct ft_side {
@@ -38,6 +39,7 @@ static inline int ft_open_ep(sdd_ep **ep, uint32_t op_timeout_ms)
     sdd_ep_opts_default(&o);
     o.provider = ft_provider;
     o.tx_depth = ft_tx_depth;
+    o.wait_mode = ft_wait_mode;
     o.rx_depth = ft_tx_depth;
     if (op_timeout_ms != 0) {
         o.op_timeout_ms = op_timeout_ms;
@@ -214,12 +216,12 @@ static inline void ft_stash(struct ft_side *s, const struct sdd_cqe *c, int n)
 
 /* Retry a post while the queues are full (the connection may still be forming), keeping the
  * completions that arrive meanwhile. Assigns the final result to errvar. */
-#define FT_POST(errvar, side, call)                                                                \
-    do {                                                                                           \
-        uint64_t ft_dl_ = sdd_now_ns() + 10 * SDD_NS_PER_S;                                        \
-        while (((errvar) = (call)) == SDD_EAGAIN && sdd_now_ns() < ft_dl_) {                       \
-            ft_pump(side);                                                                         \
-        }                                                                                          \
+#define FT_POST(errvar, side, call)                                          \
+    do {                                                                     \
+        uint64_t ft_dl_ = sdd_now_ns() + 10 * SDD_NS_PER_S;                  \
+        while (((errvar) = (call)) == SDD_EAGAIN && sdd_now_ns() < ft_dl_) { \
+            ft_pump(side);                                                   \
+        }                                                                    \
     } while (0)
 
 static inline void ft_pump(struct ft_side *s)

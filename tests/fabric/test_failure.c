@@ -3,8 +3,8 @@
  * that stops progressing (SIGSTOP) while a transfer waits on it; a wrong remote key. */
 #include "fabtest.h"
 
-#define BIG (4u << 20)
-#define BUF_LEN (2u * BIG)
+#define BIG      (4u << 20)
+#define BUF_LEN  (2u * BIG)
 #define BOUND_NS (5 * SDD_NS_PER_S) /* "bounded": well under any test timeout */
 
 static pid_t child_pid;
@@ -88,7 +88,9 @@ static void client_kill_midway(struct ft_side *s)
     CHECK(sdd_peer_status(s->peer) != SDD_OK);
     CHECK(post_stream(s) != SDD_OK);
     printf("kill mid-%s: %d completed, %d failed, detected after %.1f ms\n",
-           stream_op == STREAM_WRITE ? "write" : stream_op == STREAM_SEND ? "send" : "read",
+           stream_op == STREAM_WRITE  ? "write"
+           : stream_op == STREAM_SEND ? "send"
+                                      : "read",
            completed, failed, (double)(sdd_now_ns() - killed_at) / 1e6);
 }
 

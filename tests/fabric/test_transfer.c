@@ -4,16 +4,17 @@
  * (reported as SDD_ETOOBIG). Every byte is checked against a position-based pattern. */
 #include "fabtest.h"
 
-#define MAX_XFER (16u << 20)
-#define TX_OFF 0u
-#define RX_OFF MAX_XFER
-#define BUF_LEN (2u * MAX_XFER + 4096u)
-#define ACK_OFF (2u * MAX_XFER)
+#define MAX_XFER   (16u << 20)
+#define TX_OFF     0u
+#define RX_OFF     MAX_XFER
+#define BUF_LEN    (2u * MAX_XFER + 4096u)
+#define ACK_OFF    (2u * MAX_XFER)
 #define TIMEOUT_MS 20000
 
-static const size_t sizes[] = {1,     2,      3,      8,       63,      64,      65,
-                               4095,  4096,   4097,   65535,   65536,   65537,   1u << 20,
-                               (1u << 20) + 13, 4u << 20, MAX_XFER};
+static const size_t sizes[] = {1,        2,       3,     8,        63,
+                               64,       65,      4095,  4096,     4097,
+                               65535,    65536,   65537, 1u << 20, (1u << 20) + 13,
+                               4u << 20, MAX_XFER};
 #define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
 
 static const uint64_t imms[] = {0, 1, 0xffffffffull, 0x0123456789abcdefull, UINT64_MAX};
@@ -201,11 +202,10 @@ static void client_rma(struct ft_side *s)
     struct sdd_cqe c = {0};
     CHECK(ft_expect(s, SDD_CQE_WRITE, &c, TIMEOUT_MS) && c.status == SDD_OK);
     /* Local checks that never reach the wire. */
-    CHECK_EQ(sdd_ep_post_read(s->ep, s->peer, s->buf, 16, s->mr, &s->remote, s->remote.len - 8,
-                              NULL),
-             SDD_EINVAL);
-    CHECK_EQ(sdd_ep_post_write(s->ep, s->peer, s->buf + s->len - 4, 16, s->mr, &s->remote, 0,
-                               NULL),
+    CHECK_EQ(
+        sdd_ep_post_read(s->ep, s->peer, s->buf, 16, s->mr, &s->remote, s->remote.len - 8, NULL),
+        SDD_EINVAL);
+    CHECK_EQ(sdd_ep_post_write(s->ep, s->peer, s->buf + s->len - 4, 16, s->mr, &s->remote, 0, NULL),
              SDD_EINVAL);
     send_ack(s, 3);
 }
