@@ -19,11 +19,13 @@ static uint64_t default_iters(enum perf_test test, uint64_t size)
     return n < 200 ? 200 : n > 200000 ? 200000 : n;
 }
 
-static uint64_t warmup_of(enum perf_test test, uint64_t iters)
+/* Untimed operations first: the first transfers set up connections and protocol state
+ * (rendezvous buffers, page mappings), which a short timed run would otherwise include. */
+static uint64_t warmup_of(enum perf_test test, uint64_t iters, uint32_t window)
 {
     uint64_t w = iters / 10;
-    if (test == PERF_BW) {
-        return 0; /* bandwidth runs are long enough that the first few do not matter */
+    if (test == PERF_BW && w < 2ull * window) {
+        w = 2ull * window;
     }
     return w > 1000 ? 1000 : w;
 }
@@ -138,7 +140,7 @@ static uint64_t run_bw(struct perf_side *s, enum perf_op op, uint64_t size, uint
 static int measure(struct perf_side *s, const struct perf_opts *o, uint64_t size, uint64_t iters,
                    struct perf_result *r)
 {
-    uint64_t warm = warmup_of(o->test, iters);
+    uint64_t warm = warmup_of(o->test, iters, o->window);
     struct perf_ctl spec = {.magic = PERF_MAGIC,
                             .type = CTL_SPEC,
                             .test = o->test,
@@ -171,7 +173,10 @@ static int measure(struct perf_side *s, const struct perf_opts *o, uint64_t size
         r->bw_MBps = one_way_s > 0 ? (double)size / one_way_s / 1e6 : 0;
         r->msg_rate_kps = one_way_s > 0 ? 1.0 / one_way_s / 1e3 : 0;
     } else {
-        uint64_t t = run_bw(s, o->op, size, o->window, iters);
+        uint64_t t = run_bw(s, o->op, size, o->window, warm);
+        if (t != 0) {
+            t = run_bw(s, o->op, size, o->window, iters);
+        }
         if (t == 0) {
             return -1;
         }
