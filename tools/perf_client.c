@@ -68,15 +68,18 @@ static sdd_cqe_kind lat_done_kind(enum perf_op op)
     return op == PERF_SEND ? SDD_CQE_RECV : op == PERF_WRITE ? SDD_CQE_REMOTE_WRITE : SDD_CQE_READ;
 }
 
+/* One clock read per round trip: each sample runs from the end of the previous round trip to
+ * the end of this one, so it includes posting the receive (as fi_pingpong's mean does) and the
+ * samples add up to the elapsed time. */
 static int run_lat(struct perf_side *s, enum perf_op op, uint64_t size, uint64_t warm,
                    uint64_t iters, struct sdd_hist *h)
 {
     sdd_cqe_kind done = lat_done_kind(op);
+    uint64_t prev = sdd_now_ns();
     for (uint64_t i = 0; i < warm + iters; i++) {
         if (op == PERF_SEND && post_recv(s, size) != 0) {
             return -1;
         }
-        uint64_t t0 = sdd_now_ns();
         int rc;
         while ((rc = perf_post(s, op, size, true)) == 1) {
             if (perf_progress(s) != 0) {
@@ -92,11 +95,12 @@ static int run_lat(struct perf_side *s, enum perf_op op, uint64_t size, uint64_t
                 return -1;
             }
         } while (cqe.kind != done);
-        uint64_t t = sdd_now_ns() - t0;
+        uint64_t now = sdd_now_ns();
         if (i >= warm) {
             /* Ping-pongs report one way (half the round trip); a read is one whole op. */
-            sdd_hist_record(h, op == PERF_READ ? t : t / 2);
+            sdd_hist_record(h, op == PERF_READ ? now - prev : (now - prev) / 2);
         }
+        prev = now;
     }
     return 0;
 }
