@@ -107,8 +107,9 @@ int perf_progress(struct perf_side *s);
 int perf_send_ctl(struct perf_side *s, const struct perf_ctl *c);
 /* Wait for a control message of this type (the control receive must be posted). */
 int perf_wait_ctl(struct perf_side *s, uint32_t type, int timeout_ms);
-/* Post one operation from the transmit half to the peer's receive half (write with immediate
- * when imm). 0 posted, 1 queues full (progress and call again), -1 error (printed). */
+/* Post one operation from the transmit half to the peer's receive half. imm marks a ping-pong
+ * leg: writes carry immediate data and successful sends and writes report no completion.
+ * 0 posted, 1 queues full (progress and call again), -1 error (printed). */
 int perf_post(struct perf_side *s, enum perf_op op, uint64_t size, bool imm);
 const char *perf_op_name(enum perf_op op);
 const char *perf_test_name(enum perf_test t);

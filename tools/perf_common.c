@@ -179,18 +179,20 @@ int perf_progress(struct perf_side *s)
 
 int perf_post(struct perf_side *s, enum perf_op op, uint64_t size, bool imm)
 {
+    /* Ping-pongs wait for the peer's answer, never for their own send's completion. */
+    void *ctx = imm && op != PERF_READ ? SDD_CTX_SILENT : NULL;
     sdd_err err;
     if (op == PERF_SEND) {
-        err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, NULL);
+        err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, ctx);
     } else if (op == PERF_WRITE && imm) {
         err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
-                                    PERF_RX_OFF, size, NULL);
+                                    PERF_RX_OFF, size, ctx);
     } else if (op == PERF_WRITE) {
         err = sdd_ep_post_write(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
-                                PERF_RX_OFF, NULL);
+                                PERF_RX_OFF, ctx);
     } else {
         err = sdd_ep_post_read(s->ep, s->peer, s->buf + PERF_RX_OFF, size, s->mr, &s->remote,
-                               PERF_TX_OFF, NULL);
+                               PERF_TX_OFF, ctx);
     }
     if (err == SDD_OK) {
         return 0;

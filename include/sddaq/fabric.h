@@ -153,6 +153,11 @@ SDD_API void sdd_peer_close(sdd_peer *peer);
  * touched until the operation's completion arrives. mr is the registration covering buf; it
  * may be NULL only when sdd_ep_info()->mr_local is false. None of these block. */
 
+/* Pass as ctx to skip the completion of an operation that succeeds (an "unsignaled" send or
+ * write): it saves a completion record and a queue read per operation where nobody waits for
+ * it, as for ping-pong replies or credits. Failures are still reported, with this ctx. */
+#define SDD_CTX_SILENT ((void *)-1)
+
 SDD_API sdd_err sdd_ep_post_send(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len,
                                  sdd_mr *mr, void *ctx);
 /* Post a receive for the next message from any peer. Its completion names the peer when the

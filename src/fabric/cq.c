@@ -85,6 +85,11 @@ static bool translate(sdd_ep *ep, const struct fi_cq_data_entry *e, fi_addr_t sr
     if (!retire_op(ep, op)) {
         return false;
     }
+    if (op->ctx == SDD_CTX_SILENT) {
+        ep->stats.completed++;
+        ep_op_put(ep, op);
+        return false;
+    }
     *out = (struct sdd_cqe){.ctx = op->ctx, .peer = op->peer, .kind = (sdd_cqe_kind)op->kind};
     if (op->kind == SDD_CQE_RECV) {
         out->peer = from;

@@ -126,9 +126,12 @@ static sdd_err finish_inject(sdd_ep *ep, sdd_peer *peer, sdd_cqe_kind kind, void
                              const char *what)
 {
     if (rc == 0) {
-        struct sdd_cqe cqe = {.ctx = ctx, .peer = peer, .kind = kind};
-        ep_push_local(ep, &cqe);
+        if (ctx != SDD_CTX_SILENT) {
+            struct sdd_cqe cqe = {.ctx = ctx, .peer = peer, .kind = kind};
+            ep_push_local(ep, &cqe);
+        }
         ep->stats.posted++;
+        ep->stats.completed++;
         return SDD_OK;
     }
     if (rc == -FI_EAGAIN) {

@@ -125,9 +125,31 @@ static void server_truncation(struct ft_side *s)
      * the last phase: closing here must reach the client as a peer-down event. */
 }
 
+#define SILENT_MSGS 100
+
+/* Receive SILENT_MSGS messages that the client sent without asking for completions. */
+static void server_silent_phase(struct ft_side *s)
+{
+    int got = 0;
+    for (int i = 0; i < SILENT_MSGS; i++) {
+        sdd_err err;
+        FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + RX_OFF + 64 * i, 64, s->mr, NULL));
+        CHECK_OK(err);
+    }
+    for (int i = 0; i < SILENT_MSGS; i++) {
+        struct sdd_cqe c = {0};
+        if (ft_expect(s, SDD_CQE_RECV, &c, TIMEOUT_MS) && c.status == SDD_OK) {
+            got += ft_verify(s->buf + RX_OFF + 64 * i, 64, 3000 + (uint32_t)i, 0) == 64;
+        }
+    }
+    CHECK_EQ(got, SILENT_MSGS);
+    send_ack(s, 9);
+}
+
 static void server(struct ft_side *s)
 {
     server_send_phase(s);
+    server_silent_phase(s);
     server_write_phase(s);
     server_serve_rma(s);
     server_truncation(s);
@@ -227,9 +249,35 @@ static void client_truncation(struct ft_side *s)
     CHECK(sdd_ep_post_send(s->ep, s->peer, s->buf, 8, s->mr, NULL) != SDD_OK);
 }
 
+/* Sends with SDD_CTX_SILENT arrive but report no completion here. */
+static void client_silent_phase(struct ft_side *s)
+{
+    post_ack_recv(s);
+    struct sdd_ep_stats before, after;
+    sdd_ep_stats(s->ep, &before);
+    for (int i = 0; i < SILENT_MSGS; i++) {
+        uint8_t *p = s->buf + TX_OFF + 64 * i; /* each its own slot: never reused here */
+        ft_fill(p, 64, 3000 + (uint32_t)i, 0);
+        sdd_err err;
+        FT_POST(err, s, sdd_ep_post_send(s->ep, s->peer, p, 64, s->mr, SDD_CTX_SILENT));
+        CHECK_OK(err);
+    }
+    CHECK_EQ(wait_ack(s), 9); /* the server has them all */
+    int silent_seen = 0;
+    struct sdd_cqe c = {0};
+    while (ft_next(s, &c, 100)) {
+        silent_seen += c.ctx == SDD_CTX_SILENT;
+    }
+    CHECK_EQ(silent_seen, 0);
+    sdd_ep_stats(s->ep, &after);
+    CHECK_EQ(after.posted - before.posted, SILENT_MSGS);
+    CHECK_EQ(after.failed, before.failed);
+}
+
 static void client(struct ft_side *s)
 {
     client_send_phase(s);
+    client_silent_phase(s);
     client_write_phase(s);
     client_rma(s);
     client_truncation(s);

@@ -7,7 +7,7 @@
 #include "fabtest.h"
 
 #define DELAY_MS 300
-#define BUF_LEN 4096
+#define BUF_LEN  4096
 
 static double cpu_seconds(void)
 {
