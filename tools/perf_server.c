@@ -161,7 +161,9 @@ static int announce_port(const struct perf_opts *o, uint16_t port)
         fprintf(f, "%u\n", port);
         fclose(f);
     }
-    fprintf(stderr, "sddaq perf: listening on %s:%u\n", o->host ? o->host : "*", port);
+    if (o->port_pipe < 0) { /* self mode's server is an implementation detail */
+        fprintf(stderr, "sddaq perf: listening on %s:%u\n", o->host ? o->host : "*", port);
+    }
     return 0;
 }
 
