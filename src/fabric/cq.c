@@ -73,13 +73,14 @@ static bool translate(sdd_ep *ep, const struct fi_cq_data_entry *e, fi_addr_t sr
                       struct sdd_cqe *out)
 {
     struct ep_op *op = e->op_context;
-    sdd_peer *from = ep->info.source_addr ? ep_peer_by_addr(ep, src) : NULL;
     if (op == NULL) {
         if (!(e->flags & FI_REMOTE_CQ_DATA)) {
             return false;
         }
-        *out = (struct sdd_cqe){
-            .peer = from, .imm = e->data, .len = e->len, .kind = SDD_CQE_REMOTE_WRITE};
+        *out = (struct sdd_cqe){.peer = ep_peer_by_addr(ep, src),
+                                .imm = e->data,
+                                .len = e->len,
+                                .kind = SDD_CQE_REMOTE_WRITE};
         return true;
     }
     if (!retire_op(ep, op)) {
@@ -92,7 +93,7 @@ static bool translate(sdd_ep *ep, const struct fi_cq_data_entry *e, fi_addr_t sr
     }
     *out = (struct sdd_cqe){.ctx = op->ctx, .peer = op->peer, .kind = (sdd_cqe_kind)op->kind};
     if (op->kind == SDD_CQE_RECV) {
-        out->peer = from;
+        out->peer = ep_peer_by_addr(ep, src); /* only receives need the source looked up */
         out->len = e->len;
         if ((e->flags & FI_REMOTE_CQ_DATA) && (e->flags & FI_RMA)) {
             /* FI_RX_CQ_DATA providers consume a posted receive for immediate data. */
