@@ -61,11 +61,7 @@ static bool retire_op(sdd_ep *ep, struct ep_op *op)
         ep_op_put(ep, op);
         return false;
     }
-    ep->posted--;
-    if (op->peer != NULL) {
-        op->peer->inflight--;
-        ep->tx_inflight--;
-    }
+    ep_op_untrack(ep, op);
     return true;
 }
 

@@ -113,6 +113,8 @@ struct sdd_ep {
 /* Operation slots (ops.c). */
 struct ep_op *ep_op_get(sdd_ep *ep);
 void ep_op_put(sdd_ep *ep, struct ep_op *op);
+/* Take a posted op out of the in-flight counts (it completed or was failed). */
+void ep_op_untrack(sdd_ep *ep, struct ep_op *op);
 /* Fail every posted op of peer (or of all peers when peer is NULL) with status. */
 void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status);
 

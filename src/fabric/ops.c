@@ -27,6 +27,15 @@ void ep_op_put(sdd_ep *ep, struct ep_op *op)
     ep->free_head = (uint32_t)(op - ep->ops);
 }
 
+void ep_op_untrack(sdd_ep *ep, struct ep_op *op)
+{
+    ep->posted--;
+    if (op->peer != NULL) {
+        op->peer->inflight--;
+        ep->tx_inflight--;
+    }
+}
+
 void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status)
 {
     for (uint32_t i = 0; i < ep->nops && ep->posted > 0; i++) {
@@ -42,11 +51,7 @@ void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status)
         ep_push_local(ep, &cqe);
         /* The slot stays taken until the provider gives it back (if ever). */
         op->state = OP_ABANDONED;
-        ep->posted--;
-        if (op->peer != NULL) {
-            op->peer->inflight--;
-            ep->tx_inflight--;
-        }
+        ep_op_untrack(ep, op);
         ep->stats.failed++;
     }
 }
@@ -66,15 +71,20 @@ static sdd_err check_local(const sdd_ep *ep, const void *buf, size_t len, const 
     return SDD_OK;
 }
 
+static sdd_err check_peer(const sdd_ep *ep, const sdd_peer *peer)
+{
+    if (peer == NULL || peer->ep != ep) {
+        return SDD_EINVAL;
+    }
+    return ep_peer_usable(peer);
+}
+
 static sdd_err check_target(const sdd_ep *ep, sdd_peer *peer, size_t len,
                             const struct sdd_rkey *rkey, uint64_t offset)
 {
-    if (peer == NULL || rkey == NULL || peer->ep != ep) {
-        return SDD_EINVAL;
-    }
-    sdd_err usable = ep_peer_usable(peer);
-    if (usable != SDD_OK) {
-        return usable;
+    sdd_err err = rkey == NULL ? SDD_EINVAL : check_peer(ep, peer);
+    if (err != SDD_OK) {
+        return err;
     }
     if (offset > rkey->len || len > rkey->len - offset) {
         return SDD_EINVAL;
@@ -150,10 +160,7 @@ static void *desc_of(const sdd_mr *mr)
 sdd_err sdd_ep_post_send(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, sdd_mr *mr,
                          void *ctx)
 {
-    if (peer == NULL || peer->ep != ep) {
-        return SDD_EINVAL;
-    }
-    sdd_err err = ep_peer_usable(peer);
+    sdd_err err = check_peer(ep, peer);
     if (err != SDD_OK) {
         return err;
     }

@@ -180,13 +180,11 @@ static sdd_err make_peer(sdd_ep *ep, int fd, fi_addr_t addr, struct boot_hello *
     return SDD_OK;
 }
 
-/* Both sides run the same exchange: HELLO both ways, insert the address, READY both ways. */
+/* Both sides run the same exchange: HELLO both ways, insert the address, READY both ways.
+ * Callers have checked info and info_len. */
 static sdd_err handshake(sdd_ep *ep, int fd, const char *name, const void *info, size_t info_len,
                          uint64_t deadline, sdd_peer **out)
 {
-    if (info_len > BOOT_MAX_INFO || (info == NULL && info_len > 0)) {
-        return SDD_EINVAL;
-    }
     struct boot_hello mine = {.info = (void *)info, .info_len = (uint32_t)info_len};
     snprintf(mine.provider, sizeof(mine.provider), "%s", ep->prov_name);
     size_t addr_len = sizeof(mine.addr);
