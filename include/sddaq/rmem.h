@@ -49,12 +49,12 @@ typedef struct sdd_rmem_server sdd_rmem_server;
 
 struct sdd_rmem_server_stats {
     uint64_t clients_now, clients_total;
-    uint64_t clients_lost;      /* clients that died or left */
-    uint64_t clients_refused;   /* beyond max_clients, or a bad HELLO */
-    uint64_t clients_dropped;   /* dropped for not acknowledging a region change in time */
-    uint64_t pings;             /* pings answered */
-    uint64_t region_changes;    /* resizes and moves */
-    uint64_t bad_messages;      /* malformed or unexpected control messages (counted, ignored) */
+    uint64_t clients_lost;    /* clients that died or left */
+    uint64_t clients_refused; /* beyond max_clients, or a bad HELLO */
+    uint64_t clients_dropped; /* dropped for not acknowledging a region change in time */
+    uint64_t pings;           /* pings answered */
+    uint64_t region_changes;  /* resizes and moves */
+    uint64_t bad_messages;    /* malformed or unexpected control messages (counted, ignored) */
 };
 
 /* Publish len bytes. region NULL: the server allocates them (page aligned, zeroed) and owns
@@ -95,9 +95,9 @@ SDD_API void sdd_rmem_server_close(sdd_rmem_server *srv);
 typedef struct sdd_rmem_client sdd_rmem_client;
 
 struct sdd_rmem_client_stats {
-    uint64_t syncs, bytes;    /* completed sync calls and bytes read */
-    uint64_t region_changes;  /* region changes followed */
-    uint64_t reconnects;      /* reconnects after the server dropped this client */
+    uint64_t syncs, bytes;   /* completed sync calls and bytes read */
+    uint64_t region_changes; /* region changes followed */
+    uint64_t reconnects;     /* reconnects after the server dropped this client */
     uint64_t bad_messages;
 };
 
@@ -211,6 +211,12 @@ SDD_API size_t sdd_trb_cell_offset(const struct sdd_trb *t, uint64_t seq);
  * sequence words differ or one is not seq). stamp_ns, if not NULL, gets the commit stamp. */
 SDD_API sdd_err sdd_trb_check(const struct sdd_trb *t, uint64_t seq, uint64_t *stamp_ns);
 
+/* As sdd_trb_check, for a cell copied elsewhere: cell points at its first byte (seq_end), t
+ * gives the geometry. The payload starts SDD_TRB_PAYLOAD_OFFSET bytes into the cell. */
+SDD_API sdd_err sdd_trb_check_cell(const struct sdd_trb *t, const void *cell, uint64_t seq,
+                                   uint64_t *stamp_ns);
+#define SDD_TRB_PAYLOAD_OFFSET 16
+
 /* Forget all elements (pushes = 0; cells' sequence words cleared). */
 SDD_API void sdd_trb_flush(struct sdd_trb *t);
 
@@ -228,18 +234,17 @@ struct sdd_ksb_elem {
 };
 
 struct sdd_ksb_stats {
-    uint64_t delivered;     /* elements handed to the user */
-    uint64_t skipped;       /* elements pushed but never delivered (the reader fell behind) */
-    uint64_t torn_retries;  /* fetches that raced the writer and were thrown away */
-    uint64_t header_polls;  /* header reads */
-    uint64_t pushes;        /* serving side: elements pushed */
-    struct sdd_hist age;    /* clone: commit -> usable here, ns */
+    uint64_t delivered;    /* elements handed to the user */
+    uint64_t skipped;      /* elements pushed but never delivered (the reader fell behind) */
+    uint64_t torn_retries; /* fetches that raced the writer and were thrown away */
+    uint64_t header_polls; /* header reads */
+    uint64_t pushes;       /* serving side: elements pushed */
+    struct sdd_hist age;   /* clone: commit -> usable here, ns */
 };
 
 /* Serving mode: a 3-cell ring of element_size bytes published by an rmem server.
  * Errors as for sdd_rmem_server_open. */
-SDD_API sdd_err sdd_ksb_serve(const struct sdd_rmem_opts *opts, size_t element_size,
-                              sdd_ksb **out);
+SDD_API sdd_err sdd_ksb_serve(const struct sdd_rmem_opts *opts, size_t element_size, sdd_ksb **out);
 
 /* Serving mode: write an element (len <= element_size) / reserve and commit in place. The
  * writer never waits for clones. */
@@ -273,7 +278,9 @@ typedef bool (*sdd_ksb_update_fn)(sdd_ksb *k, const struct sdd_ksb_elem *elem, v
 SDD_API sdd_err sdd_ksb_on_update(sdd_ksb *k, sdd_ksb_update_fn fn, void *user);
 
 /* Cloning mode: run updates on an internal thread (automatic updates, callbacks from it).
- * freeze() stops fetching so the current element stays put; thaw() resumes. */
+ * While it runs, the current element may be overwritten by the next fetch at any time: read
+ * it inside a callback, or freeze() first. freeze() returns once no fetch is running, and
+ * none starts until thaw(); sdd_ksb_current() then gives a stable element. */
 SDD_API sdd_err sdd_ksb_start(sdd_ksb *k);
 SDD_API void sdd_ksb_freeze(sdd_ksb *k);
 SDD_API void sdd_ksb_thaw(sdd_ksb *k);
@@ -292,9 +299,9 @@ typedef struct sdd_msgr sdd_msgr;
 
 /* A message handed to the receive callback; data is valid during the callback only. */
 struct sdd_msgr_msg {
-    uint32_t peer;     /* local peer ID of the sender */
-    uint32_t type;     /* application message type */
-    uint64_t msg_id;   /* the sender's ID for it */
+    uint32_t peer;   /* local peer ID of the sender */
+    uint32_t type;   /* application message type */
+    uint64_t msg_id; /* the sender's ID for it */
     const void *data;
     size_t len;
 };
@@ -337,8 +344,8 @@ SDD_API sdd_err sdd_msgr_send(sdd_msgr *m, uint32_t peer, uint32_t type, const v
                               size_t len, uint64_t *msg_id);
 
 /* Send and drive progress (callbacks included) until the peer has the data or timeout_ms. */
-SDD_API sdd_err sdd_msgr_send_blocking(sdd_msgr *m, uint32_t peer, uint32_t type,
-                                       const void *data, size_t len, int timeout_ms);
+SDD_API sdd_err sdd_msgr_send_blocking(sdd_msgr *m, uint32_t peer, uint32_t type, const void *data,
+                                       size_t len, int timeout_ms);
 
 /* Accept peers, move data and run callbacks for up to timeout_ms (0 = once). */
 SDD_API sdd_err sdd_msgr_progress(sdd_msgr *m, int timeout_ms);
@@ -348,15 +355,15 @@ SDD_API void sdd_msgr_disconnect(sdd_msgr *m, uint32_t peer);
 
 struct sdd_msgr_stats {
     uint64_t peers_now, peers_total;
-    uint64_t peers_lost;          /* peers that died, left or were disconnected */
-    uint64_t peers_refused;       /* bootstrap connections refused: not a messenger, or full */
+    uint64_t peers_lost;               /* peers that died, left or were disconnected */
+    uint64_t peers_refused;            /* bootstrap connections refused: not a messenger, or full */
     uint64_t sent_inline, sent_blocks; /* sends that completed with SDD_OK */
-    uint64_t send_failures;       /* sends that completed with an error */
+    uint64_t send_failures;            /* sends that completed with an error */
     uint64_t recv_inline, recv_blocks; /* messages handed to on_recv */
     uint64_t bytes_sent, bytes_received;
-    uint64_t reads;               /* RMA reads posted for blocks (large blocks take several) */
-    uint64_t rejected;            /* offered blocks this side refused (max_block, memory) */
-    uint64_t bad_messages;        /* malformed or unexpected control messages (counted, ignored) */
+    uint64_t reads;        /* RMA reads posted for blocks (large blocks take several) */
+    uint64_t rejected;     /* offered blocks this side refused (max_block, memory) */
+    uint64_t bad_messages; /* malformed or unexpected control messages (counted, ignored) */
 };
 
 SDD_API void sdd_msgr_stats(const sdd_msgr *m, struct sdd_msgr_stats *out);

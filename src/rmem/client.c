@@ -30,7 +30,7 @@ struct sdd_rmem_client {
     struct rm_region next;
     bool dropped;          /* the server said it drops us (missed a region change) */
     bool reconnect_failed; /* after a close, nobody listened any more: stay failed */
-    sdd_err dead;         /* why the connection is unusable; SDD_OK while it is fine */
+    sdd_err dead;          /* why the connection is unusable; SDD_OK while it is fine */
 
     uint32_t reads_out;
     sdd_err read_err;
@@ -216,8 +216,8 @@ static void handle_cqe(sdd_rmem_client *cl, const struct sdd_cqe *c)
 static int pump(sdd_rmem_client *cl, int timeout_ms)
 {
     struct sdd_cqe cqes[16];
-    int n = timeout_ms == 0 ? sdd_ep_poll(cl->ep, cqes, 16)
-                            : sdd_ep_wait(cl->ep, cqes, 16, timeout_ms);
+    int n =
+        timeout_ms == 0 ? sdd_ep_poll(cl->ep, cqes, 16) : sdd_ep_wait(cl->ep, cqes, 16, timeout_ms);
     for (int i = 0; i < n; i++) {
         handle_cqe(cl, &cqes[i]);
     }
@@ -295,8 +295,8 @@ static sdd_err prepare(sdd_rmem_client *cl)
 
 /* ---- public calls ------------------------------------------------------------------------- */
 
-sdd_err sdd_rmem_client_connect(const struct sdd_rmem_opts *opts, const char *host,
-                                uint16_t port, sdd_rmem_client **out)
+sdd_err sdd_rmem_client_connect(const struct sdd_rmem_opts *opts, const char *host, uint16_t port,
+                                sdd_rmem_client **out)
 {
     if (host == NULL || out == NULL || strlen(host) >= sizeof(((sdd_rmem_client *)0)->host)) {
         return SDD_EINVAL;
@@ -366,9 +366,8 @@ static sdd_err post_reads(sdd_rmem_client *cl, size_t remote_off, size_t len, si
     while (len > 0) {
         size_t n = len < max ? len : max;
         sdd_err err;
-        while ((err = sdd_ep_post_read(cl->ep, cl->peer, cl->mirror + local_off, n,
-                                       cl->mirror_mr, &cl->rkey, remote_off, READ_CTX(cl))) ==
-               SDD_EAGAIN) {
+        while ((err = sdd_ep_post_read(cl->ep, cl->peer, cl->mirror + local_off, n, cl->mirror_mr,
+                                       &cl->rkey, remote_off, READ_CTX(cl))) == SDD_EAGAIN) {
             int got = pump(cl, 0);
             if (got < 0) {
                 return got;

@@ -12,8 +12,8 @@
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
-#define SRV_RX_SLOTS 64
-#define SRV_TX_SLOTS 64
+#define SRV_RX_SLOTS  64
+#define SRV_TX_SLOTS  64
 #define SRV_ACCEPT_MS 500 /* a client that connects must finish its handshake within this */
 
 static sdd_err region_info(const sdd_rmem_server *srv, uint8_t type, void *buf, size_t cap,
@@ -22,8 +22,7 @@ static sdd_err region_info(const sdd_rmem_server *srv, uint8_t type, void *buf, 
     struct sdd_rkey rk;
     sdd_mr_rkey(srv->mr, &rk);
     struct rm_msg m = {.type = type};
-    m.region = (struct rm_region){.addr = rk.addr, .len = srv->len, .key = rk.key,
-                                  .gen = srv->gen};
+    m.region = (struct rm_region){.addr = rk.addr, .len = srv->len, .key = rk.key, .gen = srv->gen};
     *len = rm_encode(&m, buf, cap);
     return *len != 0 ? SDD_OK : SDD_EINVAL;
 }
@@ -280,8 +279,8 @@ sdd_err sdd_rmem_server_open(const struct sdd_rmem_opts *opts, void *region, siz
         free_server(srv);
         return err;
     }
-    SDD_INFO("rmem", "serving %zu bytes on port %u over %s", len,
-             sdd_listener_port(srv->listener), sdd_ep_info(srv->ep)->provider);
+    SDD_INFO("rmem", "serving %zu bytes on port %u over %s", len, sdd_listener_port(srv->listener),
+             sdd_ep_info(srv->ep)->provider);
     *out = srv;
     return SDD_OK;
 }

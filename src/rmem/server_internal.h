@@ -28,7 +28,7 @@ struct sdd_rmem_server {
     bool thread_started;
     atomic_bool stop;
     atomic_int waiters; /* user calls waiting for lock: the thread yields to them */
-    int wake_fd; /* eventfd: a user call wants the lock, or close wants the thread gone */
+    int wake_fd;        /* eventfd: a user call wants the lock, or close wants the thread gone */
 
     uint8_t *region;
     size_t len;
@@ -41,8 +41,8 @@ struct sdd_rmem_server {
     struct sdd_rmem_server_stats stats;
 };
 
-/* Poll the endpoint once, accept a waiting client (if check_listener), handle what came: the number of events
- * handled (0 = idle), or a fatal error. Caller holds lock. */
+/* Poll the endpoint once, accept a waiting client (if check_listener), handle what came: the number
+ * of events handled (0 = idle), or a fatal error. Caller holds lock. */
 int srv_progress_once(sdd_rmem_server *srv, bool check_listener);
 
 /* The progress thread (server_loop.c). srv_lock() tells a spinning thread to step aside. */

@@ -13,7 +13,7 @@
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
-#define LISTENER_EVERY 64                  /* polls between looks at the listener while busy */
+#define LISTENER_EVERY 64                   /* polls between looks at the listener while busy */
 #define BACKOFF_MIN_NS (10 * SDD_NS_PER_US) /* first pause when the provider has no wait fd */
 #define BACKOFF_MAX_NS SDD_NS_PER_MS
 
@@ -142,7 +142,6 @@ sdd_err sdd_rmem_server_progress(sdd_rmem_server *srv, int timeout_ms)
         int n = srv_progress_once(srv, true);
         return n < 0 ? n : SDD_OK;
     }
-    uint64_t deadline =
-        timeout_ms < 0 ? 0 : sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
+    uint64_t deadline = timeout_ms < 0 ? 0 : sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
     return run_loop(srv, deadline);
 }

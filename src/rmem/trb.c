@@ -310,7 +310,16 @@ sdd_err sdd_trb_check(const struct sdd_trb *t, uint64_t seq, uint64_t *stamp_ns)
     if (seq == 0) {
         return SDD_EINVAL;
     }
-    uint8_t *cell = cell_at(t, seq);
+    return sdd_trb_check_cell(t, cell_at(t, seq), seq, stamp_ns);
+}
+
+sdd_err sdd_trb_check_cell(const struct sdd_trb *t, const void *cell_start, uint64_t seq,
+                           uint64_t *stamp_ns)
+{
+    if (seq == 0 || cell_start == NULL) {
+        return SDD_EINVAL;
+    }
+    uint8_t *cell = (uint8_t *)cell_start;
     /* Same order as a reader copying in address order: seq_end (written last) first,
      * seq_begin (written first) last. Pairs with the release store of seq_end in commit. */
     uint64_t end = atomic_load_explicit(word(cell + C_SEQ_END), memory_order_acquire);

@@ -7,17 +7,26 @@
 
 /* Body bytes per type; INLINE adds its data. Index 0 is unused. */
 static const uint8_t body_len_of[RM_TYPE_MAX + 1] = {
-    [RM_HELLO] = 8,          [RM_REGION] = RM_REGION_LEN,     [RM_REALLOC] = RM_REGION_LEN,
-    [RM_REALLOC_ACK] = 8,    [RM_PING] = 16,                  [RM_PONG] = 16,
-    [RM_OFFER] = 16 + RM_REGION_LEN, [RM_DONE] = 16,          [RM_REJECT] = 16,
-    [RM_INLINE] = RM_INLINE_HEAD,    [RM_DROP] = 16,
+    [RM_HELLO] = 8,
+    [RM_REGION] = RM_REGION_LEN,
+    [RM_REALLOC] = RM_REGION_LEN,
+    [RM_REALLOC_ACK] = 8,
+    [RM_PING] = 16,
+    [RM_PONG] = 16,
+    [RM_OFFER] = 16 + RM_REGION_LEN,
+    [RM_DONE] = 16,
+    [RM_REJECT] = 16,
+    [RM_INLINE] = RM_INLINE_HEAD,
+    [RM_DROP] = 16,
 };
 
 static const char *const type_names[RM_TYPE_MAX + 1] = {
-    [RM_HELLO] = "HELLO",     [RM_REGION] = "REGION", [RM_REALLOC] = "REALLOC",
-    [RM_REALLOC_ACK] = "REALLOC_ACK", [RM_PING] = "PING", [RM_PONG] = "PONG",
-    [RM_OFFER] = "OFFER",     [RM_DONE] = "DONE",     [RM_REJECT] = "REJECT",
-    [RM_INLINE] = "INLINE",   [RM_DROP] = "DROP",
+    [RM_HELLO] = "HELLO",     [RM_REGION] = "REGION",
+    [RM_REALLOC] = "REALLOC", [RM_REALLOC_ACK] = "REALLOC_ACK",
+    [RM_PING] = "PING",       [RM_PONG] = "PONG",
+    [RM_OFFER] = "OFFER",     [RM_DONE] = "DONE",
+    [RM_REJECT] = "REJECT",   [RM_INLINE] = "INLINE",
+    [RM_DROP] = "DROP",
 };
 
 const char *rm_type_name(uint8_t type)
@@ -115,8 +124,7 @@ sdd_err rm_decode(const void *buf, size_t len, struct rm_msg *m)
     }
     uint8_t type = p[5];
     uint32_t body = get_le32(p + 8);
-    if (type < 1 || type > RM_TYPE_MAX || body != len - RM_HEADER_LEN ||
-        body < body_len_of[type]) {
+    if (type < 1 || type > RM_TYPE_MAX || body != len - RM_HEADER_LEN || body < body_len_of[type]) {
         return SDD_EPROTO;
     }
     const uint8_t *b = p + RM_HEADER_LEN;

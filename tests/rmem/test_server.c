@@ -437,7 +437,7 @@ static void test_garbage(void)
     struct rm_msg pong = {.type = RM_PING};
     junk_len[2] = rm_encode(&pong, junk[2], 64) - 1; /* truncated */
     junk_len[3] = rm_encode(&pong, junk[3], 64);
-    junk[3][4] = 9; /* bad version */
+    junk[3][4] = 9;                                                   /* bad version */
     struct rm_msg ack = {.type = RM_REALLOC_ACK, .ack = {.gen = 99}}; /* a generation never sent */
     junk_len[4] = rm_encode(&ack, junk[4], 64);
     struct rm_msg offer = {.type = RM_OFFER}; /* valid, but not for a server */
@@ -501,9 +501,8 @@ static void test_garbage(void)
     pid_t pid = fork();
     if (pid == 0) {
         sdd_rmem_client *x = NULL;
-        _exit(sdd_rmem_client_connect(&o, "127.0.0.1", sdd_listener_port(l), &x) == SDD_EPROTO
-                  ? 0
-                  : 1);
+        _exit(sdd_rmem_client_connect(&o, "127.0.0.1", sdd_listener_port(l), &x) == SDD_EPROTO ? 0
+                                                                                               : 1);
     }
     sdd_peer *p2 = NULL;
     sdd_listener_accept(l, "not a region", 12, 3000, &p2);
