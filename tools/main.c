@@ -7,6 +7,7 @@
 static const struct cli_command commands[] = {
     {"perf", "transport benchmark: server, client, self (perftest style)", cmd_perf},
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
+    {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},
 };
 
 static void usage(FILE *out)

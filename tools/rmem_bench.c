@@ -1,0 +1,172 @@
+/* sddaq rmem bench: per provider, a server process and a client process on this machine
+ * (pinned to different cores): ping and 8-byte sync latency histograms (the KIRO method:
+ * 40,000 round trips, call to return), then sync throughput from 1 B up by factors of 10,
+ * averaged over many transfers per size. */
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rmem.h"
+#include "sddaq/clock.h"
+#include "sddaq/cpu.h"
+#include "sddaq/log.h"
+
+#define SIZE_BUDGET_NS (300 * SDD_NS_PER_MS) /* time spent per throughput size */
+
+/* Child: serve size bytes until the parent closes the pipe. */
+static pid_t spawn_server(const struct rmem_tool_opts *o, const char *provider, uint16_t *port,
+                          int *keep_fd)
+{
+    int pp[2], kp[2];
+    if (pipe(pp) != 0 || pipe(kp) != 0) {
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pp[0]);
+        close(kp[1]);
+        sdd_cpu_pin_self(0);
+        struct sdd_rmem_opts ro = o->rmem;
+        ro.provider = provider;
+        ro.host = "127.0.0.1";
+        ro.port = 0;
+        sdd_rmem_server *srv = NULL;
+        if (sdd_rmem_server_open(&ro, NULL, o->size, &srv) != SDD_OK) {
+            _exit(1);
+        }
+        uint16_t p = sdd_rmem_server_port(srv);
+        char c;
+        if (write(pp[1], &p, sizeof(p)) == sizeof(p)) {
+            while (read(kp[0], &c, 1) > 0) { /* until the parent is done */
+            }
+        }
+        sdd_rmem_server_close(srv);
+        _exit(0);
+    }
+    close(pp[1]);
+    close(kp[0]);
+    ssize_t n = pid > 0 ? read(pp[0], port, sizeof(*port)) : -1;
+    close(pp[0]);
+    if (n != (ssize_t)sizeof(*port)) {
+        close(kp[1]);
+        if (pid > 0) {
+            waitpid(pid, NULL, 0);
+        }
+        return -1;
+    }
+    *keep_fd = kp[1];
+    return pid;
+}
+
+static int latency(sdd_rmem_client *cl, const char *provider, const struct rmem_tool_opts *o)
+{
+    sdd_hist ping, sync8;
+    sdd_hist_init(&ping);
+    sdd_hist_init(&sync8);
+    for (int i = 0; i < 1000; i++) { /* warm up caches and connections */
+        if (sdd_rmem_client_ping(cl, NULL) != SDD_OK ||
+            sdd_rmem_client_sync_range(cl, 0, 8, 0) != SDD_OK) {
+            return -1;
+        }
+    }
+    for (uint64_t i = 0; i < o->count; i++) {
+        uint64_t rtt = 0;
+        if (sdd_rmem_client_ping(cl, &rtt) != SDD_OK) {
+            return -1;
+        }
+        sdd_hist_record(&ping, rtt);
+    }
+    for (uint64_t i = 0; i < o->count; i++) {
+        uint64_t t0 = sdd_now_ns();
+        if (sdd_rmem_client_sync_range(cl, 0, 8, 0) != SDD_OK) {
+            return -1;
+        }
+        sdd_hist_record(&sync8, sdd_now_ns() - t0);
+    }
+    rmem_print_hist(provider, "ping", &ping, o->json);
+    rmem_print_hist(provider, "sync_8B", &sync8, o->json);
+    return 0;
+}
+
+static int throughput(sdd_rmem_client *cl, const char *provider, const struct rmem_tool_opts *o)
+{
+    if (!o->json) {
+        printf("\n%-8s %12s %8s %12s %10s\n", "provider", "bytes", "syncs", "mean_us", "Gbit/s");
+    }
+    for (uint64_t size = 1;; size = size * 10 > o->size && size < o->size ? o->size : size * 10) {
+        uint64_t reps = 0, t0 = sdd_now_ns(), t = t0;
+        while (reps < 3 || (reps < 1000 && t - t0 < SIZE_BUDGET_NS)) {
+            if (sdd_rmem_client_sync_range(cl, 0, size, 0) != SDD_OK) {
+                return -1;
+            }
+            reps++;
+            t = sdd_now_ns();
+        }
+        double ns = (double)(t - t0) / (double)reps;
+        double gbps = (double)size * 8 / ns;
+        if (o->json) {
+            printf("{\"provider\":\"%s\",\"test\":\"sync_bw\",\"bytes\":%" PRIu64
+                   ",\"syncs\":%" PRIu64 ",\"mean_us\":%.3f,\"gbps\":%.4f}\n",
+                   provider, size, reps, ns / 1e3, gbps);
+        } else {
+            printf("%-8s %12" PRIu64 " %8" PRIu64 " %12.2f %10.3f\n", provider, size, reps,
+                   ns / 1e3, gbps);
+        }
+        if (size >= o->size) {
+            break;
+        }
+    }
+    return 0;
+}
+
+static int bench_provider(const struct rmem_tool_opts *o, const char *provider)
+{
+    uint16_t port = 0;
+    int keep = -1;
+    pid_t pid = spawn_server(o, provider, &port, &keep);
+    if (pid < 0) {
+        fprintf(stderr, "sddaq rmem bench: no %s server\n", provider);
+        return 1;
+    }
+    struct sdd_rmem_opts ro = o->rmem;
+    ro.provider = provider;
+    sdd_rmem_client *cl = NULL;
+    sdd_err err = sdd_rmem_client_connect(&ro, "127.0.0.1", port, &cl);
+    int rc = 1;
+    if (err == SDD_OK) {
+        rc = latency(cl, provider, o) == 0 && throughput(cl, provider, o) == 0 ? 0 : 1;
+        sdd_rmem_client_close(cl);
+    } else {
+        fprintf(stderr, "sddaq rmem bench: %s: %s\n", provider, sdd_strerror(err));
+    }
+    close(keep);
+    waitpid(pid, NULL, 0);
+    return rc;
+}
+
+int rmem_bench(const struct rmem_tool_opts *o)
+{
+    if (getenv("SDDAQ_LOG") == NULL) {
+        sdd_log_configure("error"); /* peers leaving at the end are expected */
+    }
+    sdd_cpu_pin_self(1);
+    if (!o->json) {
+        printf("%-8s %-12s %8s %9s %9s %9s %9s %9s %10s\n", "provider", "test", "samples",
+               "min_us", "p50_us", "p99_us", "p99.9_us", "mean_us", "max_us");
+    }
+    char list[256];
+    snprintf(list, sizeof(list), "%s", o->providers);
+    int rc = 0;
+    for (char *save = NULL, *p = strtok_r(list, ",", &save); p != NULL;
+         p = strtok_r(NULL, ",", &save)) {
+        rc |= bench_provider(o, p);
+        if (!o->json) {
+            printf("\n");
+        }
+    }
+    return rc;
+}
