@@ -246,6 +246,12 @@ struct sdd_ksb_stats {
  * Errors as for sdd_rmem_server_open. */
 SDD_API sdd_err sdd_ksb_serve(const struct sdd_rmem_opts *opts, size_t element_size, sdd_ksb **out);
 
+/* The same with cells >= 3 cells. A clone can only take an element whole if its fetch (three
+ * reads: header, cell, check word) ends before the writer comes back to that cell, i.e.
+ * within (cells - 1) push intervals; more cells let slow links keep up with fast writers. */
+SDD_API sdd_err sdd_ksb_serve_cells(const struct sdd_rmem_opts *opts, size_t element_size,
+                                    size_t cells, sdd_ksb **out);
+
 /* Serving mode: write an element (len <= element_size) / reserve and commit in place. The
  * writer never waits for clones. */
 SDD_API sdd_err sdd_ksb_push(sdd_ksb *k, const void *data, size_t len);

@@ -16,7 +16,7 @@
 #include "sddaq/log.h"
 #include "sddaq/rmem.h"
 
-#define KSB_CELLS       3
+#define KSB_CELLS       3 /* served cells by default; also the clone's landing cells */
 #define KSB_MAX_CBS     8
 #define KSB_MAX_RETRIES 64 /* torn fetches in a row before update gives up with SDD_EAGAIN */
 
@@ -73,8 +73,14 @@ static sdd_ksb *ksb_new(const struct sdd_rmem_opts *opts)
 
 sdd_err sdd_ksb_serve(const struct sdd_rmem_opts *opts, size_t element_size, sdd_ksb **out)
 {
-    size_t bytes = sdd_trb_bytes(element_size, KSB_CELLS);
-    if (element_size == 0 || bytes == 0 || out == NULL) {
+    return sdd_ksb_serve_cells(opts, element_size, KSB_CELLS, out);
+}
+
+sdd_err sdd_ksb_serve_cells(const struct sdd_rmem_opts *opts, size_t element_size, size_t cells,
+                            sdd_ksb **out)
+{
+    size_t bytes = sdd_trb_bytes(element_size, cells);
+    if (element_size == 0 || cells < KSB_CELLS || bytes == 0 || out == NULL) {
         return SDD_EINVAL;
     }
     sdd_ksb *k = ksb_new(opts);
@@ -87,7 +93,7 @@ sdd_err sdd_ksb_serve(const struct sdd_rmem_opts *opts, size_t element_size, sdd
     if (err == SDD_OK) {
         size_t len = 0;
         void *mem = sdd_rmem_server_region(k->srv, &len);
-        err = sdd_trb_init(&k->ring, mem, len, element_size, KSB_CELLS);
+        err = sdd_trb_init(&k->ring, mem, len, element_size, cells);
     }
     if (err != SDD_OK) {
         sdd_ksb_close(k);
@@ -353,8 +359,7 @@ static void *updater(void *arg)
             continue;
         }
         sdd_err err = wait_next(k, 100, NULL);
-        if (err != SDD_OK && err != SDD_ETIMEDOUT && err != SDD_EAGAIN &&
-            err != SDD_ECANCELED) {
+        if (err != SDD_OK && err != SDD_ETIMEDOUT && err != SDD_EAGAIN && err != SDD_ECANCELED) {
             SDD_ERROR("rmem", "clone updates stop: %s", sdd_strerror(err));
             break;
         }

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Short libFuzzer runs of every parser of untrusted bytes (tests/fuzz/fuzz_*.c), as the CI fuzz
+# smoke test: the bootstrap wire (src/fabric/boot_wire.c) and the remote-memory control
+# messages and ring adoption (src/rmem/wire.c, trb.c). Skips (77) where clang with libFuzzer
+# is not installed.
+# Usage: test_fuzz.sh [sddaq binary, unused] ; FUZZ_SECONDS overrides the time per target.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cc=$(command -v clang || command -v clang-14 || true)
+[ -n "$cc" ] || { echo "skipped: clang not installed"; exit 77; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export SDDAQ_LOG=none
+
+# fuzz NAME MAX_LEN SOURCES...: build tests/fuzz/NAME.c with the sources and run it.
+fuzz() {
+    local name=$1 max_len=$2
+    shift 2
+    local srcs=()
+    for s in "$@"; do srcs+=("$root/$s"); done
+    if ! "$cc" -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -I"$root/include" \
+        -I"$root/src" "$root/tests/fuzz/$name.c" "${srcs[@]}" "$root/src/core/err.c" \
+        "$root/src/core/log.c" -lpthread -o "$work/$name" 2>"$work/cc.log"; then
+        if grep -q "libclang_rt.fuzzer\|cannot find.*fuzzer" "$work/cc.log"; then
+            echo "skipped: clang has no libFuzzer runtime"
+            exit 77
+        fi
+        cat "$work/cc.log"
+        exit 1
+    fi
+    mkdir -p "$work/corpus-$name"
+    echo "== $name"
+    "$work/$name" -max_total_time="${FUZZ_SECONDS:-15}" -max_len="$max_len" -timeout=10 \
+        -print_final_stats=1 "$work/corpus-$name" 2>&1 | tail -n 15
+}
+
+fuzz fuzz_boot_wire 70000 src/fabric/boot_wire.c
+fuzz fuzz_rmem_wire 4096 src/rmem/wire.c src/rmem/trb.c
