@@ -154,11 +154,10 @@ int rmem_clone(const struct rmem_tool_opts *o)
         printf("delivered %" PRIu64 ", skipped %" PRIu64 ", torn and retried %" PRIu64
                ", header polls %" PRIu64 "\n",
                st.delivered, st.skipped, st.torn_retries, st.header_polls);
-        printf("%-8s %-12s %8s %9s %9s %9s %9s %9s %10s\n", "", "", "samples", "min_us",
-               "p50_us", "p99_us", "p99.9_us", "mean_us", "max_us");
+        printf("%-8s %-12s %8s %9s %9s %9s %9s %9s %10s\n", "", "", "samples", "min_us", "p50_us",
+               "p99_us", "p99.9_us", "mean_us", "max_us");
     }
-    rmem_print_hist(o->rmem.provider ? o->rmem.provider : "auto", "element_age", &st.age,
-                    o->json);
+    rmem_print_hist(o->rmem.provider ? o->rmem.provider : "auto", "element_age", &st.age, o->json);
     sdd_ksb_close(k);
     return err == SDD_OK || err == SDD_ETIMEDOUT ? 0 : 1;
 }
@@ -194,11 +193,16 @@ enum { OPT_HOST = 256, OPT_PORT, OPT_KSB, OPT_JSON };
 int cmd_rmem(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"provider", required_argument, NULL, 'p'}, {"host", required_argument, NULL, OPT_HOST},
-        {"port", required_argument, NULL, OPT_PORT}, {"size", required_argument, NULL, 's'},
-        {"ksb", required_argument, NULL, OPT_KSB},   {"rate", required_argument, NULL, 'r'},
-        {"count", required_argument, NULL, 'n'},     {"seconds", required_argument, NULL, 'D'},
-        {"json", no_argument, NULL, OPT_JSON},       {"help", no_argument, NULL, 'h'},
+        {"provider", required_argument, NULL, 'p'},
+        {"host", required_argument, NULL, OPT_HOST},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"size", required_argument, NULL, 's'},
+        {"ksb", required_argument, NULL, OPT_KSB},
+        {"rate", required_argument, NULL, 'r'},
+        {"count", required_argument, NULL, 'n'},
+        {"seconds", required_argument, NULL, 'D'},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {

@@ -155,8 +155,8 @@ int rmem_bench(const struct rmem_tool_opts *o)
     }
     sdd_cpu_pin_self(1);
     if (!o->json) {
-        printf("%-8s %-12s %8s %9s %9s %9s %9s %9s %10s\n", "provider", "test", "samples",
-               "min_us", "p50_us", "p99_us", "p99.9_us", "mean_us", "max_us");
+        printf("%-8s %-12s %8s %9s %9s %9s %9s %9s %10s\n", "provider", "test", "samples", "min_us",
+               "p50_us", "p99_us", "p99.9_us", "mean_us", "max_us");
     }
     char list[256];
     snprintf(list, sizeof(list), "%s", o->providers);

@@ -24,7 +24,8 @@
 static void check_in(const struct sdd_trb *t, const void *p)
 {
     const uint8_t *b = p;
-    if (p != NULL && (b < t->mem + SDD_TRB_HEADER_SIZE || b + t->element_size > t->mem + t->mem_len)) {
+    if (p != NULL &&
+        (b < t->mem + SDD_TRB_HEADER_SIZE || b + t->element_size > t->mem + t->mem_len)) {
         abort();
     }
 }
