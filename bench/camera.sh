@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Camera side-channel benchmark: 512x512 8-bit frames (256 KiB) from an emulated camera to a
 # control system, in one invocation, over three paths:
-#   shm, tcp    examples/camera-sidechannel (a serving KSB, a cloning control system)
+#   shm, tcp    examples/camera-sidechannel (a serving KSB, a cloning control system): KIRO's
+#               configuration, 3 cells, the clone takes the newest frame
+#   shm-stream, tcp-stream  the same with 16 cells and the clone taking every frame in order
+#               (--cells 16 --every), which rides out stalls of up to 15 frame periods
 #   plain-tcp   bench_tcp_frames: the same frames pushed over one plain TCP socket (baseline)
 # For each path:
 #   (a) 5000 fps: delivered fps, skipped, torn-and-retried, bad, frame age p50/p99/max
@@ -11,7 +14,7 @@
 #       (delivered + skipped = every frame since the first delivered), delivered fps >= 98 %
 #       of the target, skipped <= 1 % of the frames since the first, p99 age <= 1 ms; a rate
 #       passes when one of two tries passes (bench/camera_report.py has the reasons).
-# and (d) the ratio shm / plain-tcp of the highest sustainable rates (target >= 3).
+# and (d) the ratios of the highest sustainable rates to plain-tcp's (target: shm >= 3).
 # Camera and control system are pinned to CPUs 0 and 1 (--cpu-camera/--cpu-control; library
 # threads inherit the pin). Prints a table; writes JSON to bench/results/camera-DATE.json.
 #
@@ -19,14 +22,14 @@
 #                        [--out FILE.json] [--keep-logs]
 #   --seconds  length of each run (default 3; --quick: 1)
 #   --quick    1-second runs
-#   --providers  KSB providers to run (default shm,tcp); plain-tcp always runs
+#   --providers  KSB paths to run (default shm,tcp,shm-stream,tcp-stream); plain-tcp always runs
 # Exit 0 when the report was written (targets missed are reported, not fatal); 2 on bad
 # usage; 1 when a program or python3 is missing.
 set -u -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
-providers="shm,tcp"
+providers="shm,tcp,shm-stream,tcp-stream"
 seconds=""
 quick=0
 out=""
@@ -101,10 +104,13 @@ measure() {
     local c=$1 path=$2 fps=$3 attempt=$4 cmd rc
     run_no=$((run_no + 1))
     last_file="$tmp/run.$run_no"
+    local prov=$path extra=()
+    case "$path" in *-stream) prov=${path%-stream}; extra=(--cells 16 --every) ;; esac
     if [ "$path" = plain-tcp ]; then
         cmd=("$tcpframes" --fps "$fps" --seconds "$seconds" --json "${pin[@]}")
     else
-        cmd=("$camera" --provider "$path" --fps "$fps" --seconds "$seconds" --json "${pin[@]}")
+        cmd=("$camera" --provider "$prov" --fps "$fps" --seconds "$seconds" --json "${pin[@]}"
+            "${extra[@]}")
     fi
     timeout -k 5 "$run_timeout" "${cmd[@]}" >"$last_file" 2>"$last_file.err"
     rc=$?

@@ -236,10 +236,12 @@ def cmd_report(args):
     for p in paths:
         mx = summary[p].get("max_sustainable_fps")
         summary[p]["ratio_to_plain_tcp"] = (mx / base) if mx and base else None
-    if "shm" in summary:
-        mx = summary["shm"].get("max_sustainable_fps")
+    for p in ("shm", "shm-stream"):
+        if p not in summary:
+            continue
+        mx = summary[p].get("max_sustainable_fps")
         ratio = (mx / base) if mx and base else None
-        verdict("shm highest sustainable rate >= %.0fx plain-tcp's" % TARGET_RATIO,
+        verdict("%s highest sustainable rate >= %.0fx plain-tcp's" % (p, TARGET_RATIO),
                 None if ratio is None else ratio >= TARGET_RATIO,
                 "n/a" if ratio is None else "%s / %s fps = %.2fx" % (fmt(mx), fmt(base), ratio))
     print()

@@ -8,7 +8,7 @@
  *   camera_sidechannel [--provider P] [--fps N] [--seconds S] [--width W --height H] [--json]
  *                      [--role both|camera|control] [--host H --port P]
  *                      [--cpu-camera C --cpu-control C] [--check-age-us X]
- *                      [--camera-fifo N] [--cells N] [--spin-us U] [--poll-us U]
+ *                      [--camera-fifo N] [--cells N] [--every] [--spin-us U] [--poll-us U]
  *
  * Role both (default) forks: the child is the camera, the parent the control system. Roles
  * camera and control run one side each, e.g. in two terminals (the camera prints its port).
@@ -45,6 +45,7 @@ struct cfg {
     size_t cells;         /* camera: cells of the serving ring (>= 3) */
     double spin_us;       /* control: busy-poll this long before backing off (< 0: default) */
     double poll_us;       /* control: longest pause between header polls (< 0: default) */
+    bool every;           /* control: every frame in order while held (SDD_KSB_EVERY) */
     double check_age_us;  /* < 0: no check */
 };
 
@@ -79,7 +80,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: camera_sidechannel [--provider P] [--fps N] [--seconds S]\n"
                "         [--width W --height H] [--json] [--role both|camera|control]\n"
                "         [--host H --port P] [--cpu-camera C --cpu-control C] [--check-age-us X]\n"
-               "         [--camera-fifo N] [--cells N] [--spin-us U] [--poll-us U]\n"
+               "         [--camera-fifo N] [--cells N] [--every] [--spin-us U] [--poll-us U]\n"
                "  --provider   fabric provider: shm, tcp, ... (default shm)\n"
                "  --fps        camera frame rate (default 5000; 0 = as fast as possible)\n"
                "  --seconds    run time (default 3; role camera: 0 = until interrupted)\n"
@@ -92,6 +93,8 @@ static void usage(FILE *f)
                "  --check-age-us  fail unless the p99 frame age is at most this\n"
                "  --camera-fifo   frames the camera may fall behind its deadlines and still\n"
                "                  make at once (default 8; beyond that they are dropped)\n"
+               "  --every         control: take every frame in order while the ring holds it\n"
+               "                  (with --cells > 3 it rides out stalls); default: the newest\n"
                "  --cells N       camera: cells in the serving ring (default 3; more give slow\n"
                "                  links longer to fetch a frame before the camera returns to it)\n"
                "  --spin-us/--poll-us  control: busy-poll the header this long after each frame\n"
@@ -145,6 +148,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
         {"cells", required_argument, NULL, 'n'},
         {"spin-us", required_argument, NULL, 'w'},
         {"poll-us", required_argument, NULL, 'q'},
+        {"every", no_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
@@ -207,6 +211,9 @@ static int parse_args(int argc, char **argv, struct cfg *c)
             break;
         case 'q':
             ok = parse_double(optarg, 1, 4e9, &c->poll_us);
+            break;
+        case 'e':
+            c->every = true;
             break;
         case 'u':
             usage(stdout);
@@ -367,6 +374,7 @@ static sdd_err run_control(const struct cfg *c, uint16_t port, struct control_re
         err = SDD_EINVAL;
         goto out_close;
     }
+    sdd_ksb_set_mode(k, c->every ? SDD_KSB_EVERY : SDD_KSB_NEWEST);
     if (c->poll_us > 0) {
         sdd_ksb_set_max_poll_us(k, (uint32_t)c->poll_us);
     }

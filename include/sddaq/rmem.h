@@ -291,7 +291,19 @@ SDD_API sdd_err sdd_ksb_start(sdd_ksb *k);
 SDD_API void sdd_ksb_freeze(sdd_ksb *k);
 SDD_API void sdd_ksb_thaw(sdd_ksb *k);
 
-/* Longest pause between header polls while idle, in us (default 20). */
+/* Which element an update delivers: the newest (default: a live view, skipping what came in
+ * between), or every element in order while the ring still holds it (a stream: with enough
+ * cells a clone rides out stalls without skipping; when lapped it goes on from the newest and
+ * counts the rest as skipped). Set before updates start. */
+typedef enum {
+    SDD_KSB_NEWEST = 0,
+    SDD_KSB_EVERY,
+} sdd_ksb_mode;
+SDD_API void sdd_ksb_set_mode(sdd_ksb *k, sdd_ksb_mode mode);
+
+/* Longest pause between header polls while idle, in us (default 20). Pauses shorter than the
+ * thread's timer slack (50 us by default on Linux) take the slack: latency-critical clones set
+ * prctl(PR_SET_TIMERSLACK, 1). */
 SDD_API void sdd_ksb_set_max_poll_us(sdd_ksb *k, uint32_t us);
 
 /* Either mode. The stats snapshot is consistent only while no internal thread runs. */

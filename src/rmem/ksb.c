@@ -45,6 +45,7 @@ struct sdd_ksb {
     struct sdd_ksb_elem cur;
     struct ksb_cb cbs[KSB_MAX_CBS];
     uint32_t max_poll_us;
+    sdd_ksb_mode mode;
     pthread_mutex_t lock; /* held by each update, so freeze() can wait one out */
     atomic_bool frozen;
     atomic_bool stop;
@@ -196,22 +197,48 @@ static void run_callbacks(sdd_ksb *k)
     }
 }
 
+/* The element to fetch next, reading the header only when needed: SDD_OK with *seq set,
+ * SDD_EAGAIN when nothing is new. */
+static sdd_err pick(sdd_ksb *k, bool header_stale, uint64_t *seq)
+{
+    bool every = k->mode == SDD_KSB_EVERY;
+    if (every && !header_stale && k->last_seq != 0 && k->last_seq < k->view.pushes) {
+        *seq = k->last_seq + 1; /* known to exist; a lapped cell shows up as torn */
+        return SDD_OK;
+    }
+    sdd_err err = read_header(k);
+    if (err != SDD_OK) {
+        return err;
+    }
+    uint64_t newest = sdd_trb_newest_seq(&k->view);
+    if (newest == 0 || newest == k->last_seq) {
+        return SDD_EAGAIN;
+    }
+    if (newest < k->last_seq) {
+        k->last_seq = 0; /* the server flushed or restarted the ring */
+    }
+    *seq = newest;
+    if (every && k->last_seq != 0) {
+        /* The oldest cell held is the next the writer takes. Lapped: what was lost is lost,
+         * and reading at the tail would only be lapped again, so go on from the newest. */
+        uint64_t count = k->view.count;
+        uint64_t oldest_safe = newest >= count ? newest - count + 2 : 1;
+        *seq = k->last_seq + 1 >= oldest_safe ? k->last_seq + 1 : newest;
+    }
+    return SDD_OK;
+}
+
 static sdd_err update_locked(sdd_ksb *k, struct sdd_ksb_elem *elem)
 {
     if (atomic_load_explicit(&k->frozen, memory_order_relaxed)) {
         return SDD_EAGAIN;
     }
+    bool header_stale = false;
     for (int attempt = 0; attempt < KSB_MAX_RETRIES; attempt++) {
-        sdd_err err = read_header(k);
+        uint64_t seq = 0;
+        sdd_err err = pick(k, header_stale, &seq);
         if (err != SDD_OK) {
             return err;
-        }
-        uint64_t seq = sdd_trb_newest_seq(&k->view);
-        if (seq == 0 || seq == k->last_seq) {
-            return SDD_EAGAIN;
-        }
-        if (seq < k->last_seq) {
-            k->last_seq = 0; /* the server flushed or restarted the ring */
         }
         /* Land in a cell other than the delivered element's, which stays whole until this
          * fetch has succeeded. */
@@ -220,6 +247,7 @@ static sdd_err update_locked(sdd_ksb *k, struct sdd_ksb_elem *elem)
         err = fetch(k, seq, slot, &stamp);
         if (err == SDD_EAGAIN) {
             k->stats.torn_retries++;
+            header_stale = true;
             continue;
         }
         if (err != SDD_OK) {
@@ -393,6 +421,13 @@ void sdd_ksb_thaw(sdd_ksb *k)
 {
     if (k != NULL) {
         atomic_store(&k->frozen, false);
+    }
+}
+
+void sdd_ksb_set_mode(sdd_ksb *k, sdd_ksb_mode mode)
+{
+    if (k != NULL) {
+        k->mode = mode;
     }
 }
 

@@ -130,6 +130,34 @@ static void test_calls(void)
     sdd_ksb_stats(cl, &st);
     CHECK_EQ(st.skipped, 3); /* 5, 6, 7: what came before the first delivery is not counted */
     sdd_ksb_close(cl);
+
+    /* Every element in order while held; when lapped, on from the newest. */
+    CHECK_OK(sdd_ksb_clone(&o, "127.0.0.1", sdd_rmem_server_port(sdd_ksb_server(srv)), &cl));
+    CHECK_REQUIRE(cl != NULL);
+    sdd_ksb_set_mode(cl, SDD_KSB_EVERY);
+    CHECK_OK(sdd_ksb_wait_next(cl, 1000, &e));
+    CHECK_EQ(e.seq, 9); /* the newest at the start */
+    for (uint64_t s = 10; s <= 14; s++) {
+        fill_elem(buf, esz, s);
+        CHECK_OK(sdd_ksb_push(srv, buf, esz));
+    }
+    for (uint64_t s = 10; s <= 14; s++) {
+        CHECK_OK(sdd_ksb_wait_next(cl, 1000, &e));
+        CHECK_EQ(e.seq, s);
+        CHECK(elem_ok(&e));
+    }
+    for (uint64_t s = 15; s <= 40; s++) { /* laps the clone: 7 cells hold 34..40 */
+        fill_elem(buf, esz, s);
+        CHECK_OK(sdd_ksb_push(srv, buf, esz));
+    }
+    CHECK_OK(sdd_ksb_wait_next(cl, 1000, &e)); /* lapped: on from the newest */
+    CHECK_EQ(e.seq, 40);
+    CHECK(elem_ok(&e));
+    CHECK_EQ(sdd_ksb_update(cl, &e), SDD_EAGAIN);
+    sdd_ksb_stats(cl, &st);
+    CHECK_EQ(st.skipped, 25); /* 15..39 */
+    CHECK_EQ(st.delivered + st.skipped, 40 - 9 + 1);
+    sdd_ksb_close(cl);
     sdd_ksb_close(srv);
 }
 
@@ -204,7 +232,7 @@ static pid_t spawn_writer(size_t esz, uint64_t pace_ns, uint16_t *port, int *cmd
 
 /* A writer pushing every pace_ns (0: flat out, which may starve a reader whose fetch takes
  * longer than two pushes: then every fetch is torn, and none may be delivered broken). */
-static void test_fast_writer(size_t esz, uint64_t pace_ns)
+static void test_fast_writer(size_t esz, uint64_t pace_ns, sdd_ksb_mode mode)
 {
     struct sdd_rmem_opts o = opts_for_test();
     uint16_t port;
@@ -213,6 +241,7 @@ static void test_fast_writer(size_t esz, uint64_t pace_ns)
     sdd_ksb *cl = NULL;
     CHECK_OK(sdd_ksb_clone(&o, "127.0.0.1", port, &cl));
     CHECK_REQUIRE(cl != NULL);
+    sdd_ksb_set_mode(cl, mode);
     uint64_t bad = 0, got = 0, first = 0, last = 0, backwards = 0;
     uint64_t t0 = sdd_now_ns();
     while (sdd_now_ns() - t0 < 1500 * SDD_NS_PER_MS) {
@@ -239,9 +268,10 @@ static void test_fast_writer(size_t esz, uint64_t pace_ns)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     struct sdd_ksb_stats st;
     sdd_ksb_stats(cl, &st);
-    printf("writer every %" PRIu64 " ns, %zu-byte elements: %" PRIu64 " pushed, %" PRIu64
+    printf("%s: writer every %" PRIu64 " ns, %zu-byte elements: %" PRIu64 " pushed, %" PRIu64
            " delivered, %" PRIu64 " skipped, %" PRIu64 " torn and retried, %" PRIu64 " bad\n",
-           pace_ns, esz, pushed, got, st.skipped, st.torn_retries, bad);
+           mode == SDD_KSB_EVERY ? "every" : "newest", pace_ns, esz, pushed, got, st.skipped,
+           st.torn_retries, bad);
     CHECK(got > (pace_ns >= 5 * SDD_NS_PER_MS ? 5 : 100) ||
           (pace_ns == 0 && st.torn_retries > 100));
     CHECK_EQ(bad, 0);
@@ -362,14 +392,16 @@ int main(int argc, char **argv)
 {
     ft_init(argc, argv);
     test_calls();
-    test_fast_writer(4096, 0);
-    test_fast_writer(256 * 1024, 0);
+    test_fast_writer(4096, 0, SDD_KSB_NEWEST);
+    test_fast_writer(256 * 1024, 0, SDD_KSB_NEWEST);
+    test_fast_writer(4096, 0, SDD_KSB_EVERY);
     /* shm without CMA copies through bounce buffers, with the server's thread in the loop: a
      * fetch takes milliseconds, so the writer must leave it that much time. Over tcp every
      * read needs the server's thread too: a fetch takes about 100 us. */
     slow = getenv("FI_SHM_DISABLE_CMA") != NULL ? 500 : strcmp(ft_provider, "tcp") == 0 ? 10 : 1;
-    test_fast_writer(4096, 10 * SDD_NS_PER_US * slow);
-    test_fast_writer(256 * 1024, 200 * SDD_NS_PER_US * slow);
+    test_fast_writer(4096, 10 * SDD_NS_PER_US * slow, SDD_KSB_NEWEST);
+    test_fast_writer(256 * 1024, 200 * SDD_NS_PER_US * slow, SDD_KSB_NEWEST);
+    test_fast_writer(256 * 1024, 200 * SDD_NS_PER_US * slow, SDD_KSB_EVERY);
     test_thread();
     test_server_death();
     test_not_a_ring();
