@@ -1,7 +1,7 @@
 /* sddaq rmem bench: per provider, a server process and a client process on this machine
  * (pinned to different cores): ping and 8-byte sync latency histograms (the KIRO method:
  * 40,000 round trips, call to return), then sync throughput from 1 B up by factors of 10,
- * averaged over many transfers per size. */
+ * averaged over many transfers per size, next to memcpy of the same bytes in the same run. */
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -92,35 +92,79 @@ static int latency(sdd_rmem_client *cl, const char *provider, const struct rmem_
     return 0;
 }
 
+/* Mean ns per call of fn over as many calls as fit the size budget (at least 3, at most
+ * 1000). */
+static double time_calls(int (*fn)(void *arg, uint64_t size), void *arg, uint64_t size,
+                         uint64_t *reps_out)
+{
+    uint64_t reps = 0, t0 = sdd_now_ns(), t = t0;
+    while (reps < 3 || (reps < 1000 && t - t0 < SIZE_BUDGET_NS)) {
+        if (fn(arg, size) != 0) {
+            return -1;
+        }
+        reps++;
+        t = sdd_now_ns();
+    }
+    *reps_out = reps;
+    return (double)(t - t0) / (double)reps;
+}
+
+static int sync_call(void *arg, uint64_t size)
+{
+    return sdd_rmem_client_sync_range(arg, 0, size, 0) == SDD_OK ? 0 : -1;
+}
+
+/* The reference: the same bytes copied by memcpy within this process, into the same mirror. */
+struct copy_args {
+    uint8_t *dst;
+    const uint8_t *src;
+};
+
+static int memcpy_call(void *arg, uint64_t size)
+{
+    struct copy_args *c = arg;
+    memcpy(c->dst, c->src, size);
+    __asm__ volatile("" ::: "memory"); /* the copy is not dead code */
+    return 0;
+}
+
 static int throughput(sdd_rmem_client *cl, const char *provider, const struct rmem_tool_opts *o)
 {
-    if (!o->json) {
-        printf("\n%-8s %12s %8s %12s %10s\n", "provider", "bytes", "syncs", "mean_us", "Gbit/s");
+    uint8_t *src = malloc(o->size);
+    if (src == NULL) {
+        return -1;
     }
+    memset(src, 0x5a, o->size);
+    struct copy_args copy = {.dst = sdd_rmem_client_memory(cl), .src = src};
+    if (!o->json) {
+        printf("\n%-8s %12s %8s %12s %10s %13s %9s\n", "provider", "bytes", "syncs", "mean_us",
+               "Gbit/s", "memcpy_Gbit/s", "of_memcpy");
+    }
+    int rc = 0;
     for (uint64_t size = 1;; size = size * 10 > o->size && size < o->size ? o->size : size * 10) {
-        uint64_t reps = 0, t0 = sdd_now_ns(), t = t0;
-        while (reps < 3 || (reps < 1000 && t - t0 < SIZE_BUDGET_NS)) {
-            if (sdd_rmem_client_sync_range(cl, 0, size, 0) != SDD_OK) {
-                return -1;
-            }
-            reps++;
-            t = sdd_now_ns();
+        uint64_t reps = 0, copies = 0;
+        double ns = time_calls(sync_call, cl, size, &reps);
+        double copy_ns = time_calls(memcpy_call, &copy, size, &copies);
+        if (ns < 0) {
+            rc = -1;
+            break;
         }
-        double ns = (double)(t - t0) / (double)reps;
-        double gbps = (double)size * 8 / ns;
+        double gbps = (double)size * 8 / ns, copy_gbps = (double)size * 8 / copy_ns;
         if (o->json) {
             printf("{\"provider\":\"%s\",\"test\":\"sync_bw\",\"bytes\":%" PRIu64
-                   ",\"syncs\":%" PRIu64 ",\"mean_us\":%.3f,\"gbps\":%.4f}\n",
-                   provider, size, reps, ns / 1e3, gbps);
+                   ",\"syncs\":%" PRIu64 ",\"mean_us\":%.3f,\"gbps\":%.4f,"
+                   "\"memcpy_gbps\":%.4f,\"of_memcpy\":%.4f}\n",
+                   provider, size, reps, ns / 1e3, gbps, copy_gbps, gbps / copy_gbps);
         } else {
-            printf("%-8s %12" PRIu64 " %8" PRIu64 " %12.2f %10.3f\n", provider, size, reps,
-                   ns / 1e3, gbps);
+            printf("%-8s %12" PRIu64 " %8" PRIu64 " %12.2f %10.3f %13.3f %9.3f\n", provider, size,
+                   reps, ns / 1e3, gbps, copy_gbps, gbps / copy_gbps);
         }
         if (size >= o->size) {
             break;
         }
     }
-    return 0;
+    free(src);
+    return rc;
 }
 
 static int bench_provider(const struct rmem_tool_opts *o, const char *provider)
