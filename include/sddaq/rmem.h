@@ -164,15 +164,16 @@ SDD_API sdd_err sdd_trb_init(struct sdd_trb *t, void *mem, size_t mem_len, size_
                              size_t count);
 
 /* Take over memory that already holds a ring (shipped or read from elsewhere): validate the
- * header and build the local state from it. Errors: SDD_ECORRUPT (bad magic, version or
- * geometry that does not fit mem_len). */
+ * header and build the local state from it. Errors: SDD_EINVAL (mem NULL or not 8-byte
+ * aligned), SDD_ECORRUPT (bad magic, version or geometry that does not fit mem_len). */
 SDD_API sdd_err sdd_trb_adopt(struct sdd_trb *t, void *mem, size_t mem_len);
 
 /* Re-read the write state from the header (after the bytes changed underneath, e.g. by an
  * RMA read). Errors: SDD_ECORRUPT, also when the geometry changed (adopt again). */
 SDD_API sdd_err sdd_trb_refresh(struct sdd_trb *t);
 
-/* Deep copy of src into mem (mem_len >= src->mem_len); dst views the copy. */
+/* Deep copy of src into mem (mem_len >= src->mem_len, 8-byte aligned); dst views the copy.
+ * Errors: SDD_EINVAL, SDD_ECORRUPT (from adopting the copy). */
 SDD_API sdd_err sdd_trb_clone(const struct sdd_trb *src, void *mem, size_t mem_len,
                               struct sdd_trb *dst);
 
@@ -180,7 +181,8 @@ SDD_API sdd_err sdd_trb_clone(const struct sdd_trb *src, void *mem, size_t mem_l
  * already marked). Fill it, then commit. Reserving twice without commit returns the same. */
 SDD_API void *sdd_trb_reserve(struct sdd_trb *t);
 
-/* Publish the reserved cell with a timestamp (e.g. sdd_now_ns()); returns its sequence. */
+/* Publish the reserved cell with a timestamp (e.g. sdd_now_ns()); returns its sequence.
+ * Without a reserve first it reserves and publishes the cell as it is. */
 SDD_API uint64_t sdd_trb_commit(struct sdd_trb *t, uint64_t stamp_ns);
 
 /* reserve + copy len bytes (<= element_size; the rest of the payload is zeroed) + commit.
@@ -203,12 +205,14 @@ SDD_API void *sdd_trb_oldest(const struct sdd_trb *t);
 /* Payload of the element with sequence seq, NULL if it is not held (overwritten or future). */
 SDD_API void *sdd_trb_at_seq(const struct sdd_trb *t, uint64_t seq);
 
-/* Byte offset of seq's cell (cell start, not payload) within mem, and the cell's size; for
- * fetching one element by RMA. */
+/* Byte offset of seq's cell (cell start, not payload) within mem; the cell is t->stride
+ * bytes. For fetching one element by RMA. */
 SDD_API size_t sdd_trb_cell_offset(const struct sdd_trb *t, uint64_t seq);
 
 /* Check that the cell holding seq is whole and holds seq: SDD_OK, SDD_EAGAIN (torn: the two
- * sequence words differ or one is not seq). stamp_ns, if not NULL, gets the commit stamp. */
+ * sequence words differ or one is not seq). stamp_ns, if not NULL, gets the commit stamp.
+ * Meaningful on a copy of the cell (taken in address order): on live memory it only says
+ * the cell was whole at the moment of the check. */
 SDD_API sdd_err sdd_trb_check(const struct sdd_trb *t, uint64_t seq, uint64_t *stamp_ns);
 
 /* As sdd_trb_check, for a cell copied elsewhere: cell points at its first byte (seq_end), t
