@@ -55,6 +55,8 @@ struct sdd_rmem_server_stats {
     uint64_t pings;           /* pings answered */
     uint64_t region_changes;  /* resizes and moves */
     uint64_t bad_messages;    /* malformed or unexpected control messages (counted, ignored) */
+    uint64_t stalled_ms;      /* how long the progress thread has been inside one round (0 when
+                                 idle or quick); seconds mean the provider hangs (docs/rmem.md) */
 };
 
 /* Publish len bytes. region NULL: the server allocates them (page aligned, zeroed) and owns
@@ -76,7 +78,8 @@ SDD_API uint16_t sdd_rmem_server_port(const sdd_rmem_server *srv);
  * once; the call blocks until each has acknowledged (it switches on its next call) or grace_ms
  * has passed, after which silent clients are dropped. After return no client reads the old
  * region, so the caller may free old memory it owned.
- * Errors: SDD_EINVAL (len 0; resize of caller memory), SDD_ENOMEM, fabric errors. */
+ * Errors: SDD_EINVAL (len 0; resize of caller memory), SDD_ENOMEM, SDD_ETIMEDOUT (the
+ * progress thread did not give up the endpoint within timeout_ms), fabric errors. */
 SDD_API sdd_err sdd_rmem_server_resize(sdd_rmem_server *srv, size_t len);
 SDD_API sdd_err sdd_rmem_server_move(sdd_rmem_server *srv, void *region, size_t len);
 
@@ -87,7 +90,9 @@ SDD_API sdd_err sdd_rmem_server_progress(sdd_rmem_server *srv, int timeout_ms);
 
 SDD_API void sdd_rmem_server_stats(sdd_rmem_server *srv, struct sdd_rmem_server_stats *out);
 
-/* Say BYE to every client (they see SDD_ECONNRESET), stop the thread and free. NULL ok. */
+/* Say BYE to every client (they see SDD_ECONNRESET), stop the thread and free. NULL ok. A
+ * progress thread stuck inside the provider for longer than timeout_ms is abandoned (logged;
+ * its memory is not freed) rather than waited for. */
 SDD_API void sdd_rmem_server_close(sdd_rmem_server *srv);
 
 /* ---- client ------------------------------------------------------------------------------- */

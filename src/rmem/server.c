@@ -229,6 +229,7 @@ static void free_server(sdd_rmem_server *srv)
     }
     free(srv->clients);
     pthread_mutex_destroy(&srv->lock);
+    pthread_mutex_destroy(&srv->stats_lock);
     free(srv);
 }
 
@@ -248,6 +249,7 @@ sdd_err sdd_rmem_server_open(const struct sdd_rmem_opts *opts, void *region, siz
         sdd_rmem_opts_default(&srv->opts);
     }
     pthread_mutex_init(&srv->lock, NULL);
+    pthread_mutex_init(&srv->stats_lock, NULL);
     srv->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     srv->gen = 1;
     srv->len = len;
@@ -285,13 +287,24 @@ sdd_err sdd_rmem_server_open(const struct sdd_rmem_opts *opts, void *region, siz
     return SDD_OK;
 }
 
+/* Servers whose thread is stuck inside the provider: their memory stays allocated (the
+ * thread still uses it) and reachable. */
+static sdd_rmem_server *abandoned[16];
+static atomic_uint nabandoned;
+
 void sdd_rmem_server_close(sdd_rmem_server *srv)
 {
     if (srv == NULL) {
         return;
     }
-    srv_stop_thread(srv);
-    free_server(srv);
+    if (srv_stop_thread(srv)) {
+        free_server(srv);
+        return;
+    }
+    unsigned i = atomic_fetch_add(&nabandoned, 1);
+    if (i < sizeof(abandoned) / sizeof(abandoned[0])) {
+        abandoned[i] = srv;
+    }
 }
 
 void *sdd_rmem_server_region(const sdd_rmem_server *srv, size_t *len)
@@ -309,9 +322,16 @@ uint16_t sdd_rmem_server_port(const sdd_rmem_server *srv)
 
 void sdd_rmem_server_stats(sdd_rmem_server *srv, struct sdd_rmem_server_stats *out)
 {
-    srv_lock(srv);
-    *out = srv->stats;
-    srv_unlock(srv);
+    if (!srv->thread_started) {
+        *out = srv->stats; /* the caller drives progress: nothing runs concurrently */
+    } else {
+        pthread_mutex_lock(&srv->stats_lock);
+        *out = srv->stats_pub;
+        pthread_mutex_unlock(&srv->stats_lock);
+    }
+    uint64_t since = atomic_load_explicit(&srv->round_since_ns, memory_order_relaxed);
+    uint64_t now = sdd_now_ns();
+    out->stalled_ms = since != 0 && now > since ? (now - since) / SDD_NS_PER_MS : 0;
 }
 
 /* ---- region changes ----------------------------------------------------------------------- */
@@ -400,9 +420,12 @@ sdd_err sdd_rmem_server_resize(sdd_rmem_server *srv, size_t len)
     if (region == NULL) {
         return SDD_ENOMEM;
     }
-    srv_lock(srv);
-    sdd_err err = change_region(srv, region, len, true);
-    srv_unlock(srv);
+    sdd_err err = srv_lock(srv);
+    if (err == SDD_OK) {
+        err = change_region(srv, region, len, true);
+        srv_publish_stats(srv);
+        srv_unlock(srv);
+    }
     if (err != SDD_OK) {
         free(region);
     }
@@ -414,8 +437,11 @@ sdd_err sdd_rmem_server_move(sdd_rmem_server *srv, void *region, size_t len)
     if (srv == NULL || region == NULL || len == 0) {
         return SDD_EINVAL;
     }
-    srv_lock(srv);
-    sdd_err err = change_region(srv, region, len, false);
-    srv_unlock(srv);
+    sdd_err err = srv_lock(srv);
+    if (err == SDD_OK) {
+        err = change_region(srv, region, len, false);
+        srv_publish_stats(srv);
+        srv_unlock(srv);
+    }
     return err;
 }

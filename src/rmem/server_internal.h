@@ -28,7 +28,11 @@ struct sdd_rmem_server {
     bool thread_started;
     atomic_bool stop;
     atomic_int waiters; /* user calls waiting for lock: the thread yields to them */
-    int wake_fd;        /* eventfd: a user call wants the lock, or close wants the thread gone */
+    /* Stats as of the last round, readable while the thread is stuck inside the provider. */
+    pthread_mutex_t stats_lock;
+    struct sdd_rmem_server_stats stats_pub;
+    _Atomic uint64_t round_since_ns; /* start of the round in progress, 0 between rounds */
+    int wake_fd; /* eventfd: a user call wants the lock, or close wants the thread gone */
 
     uint8_t *region;
     size_t len;
@@ -47,8 +51,10 @@ int srv_progress_once(sdd_rmem_server *srv, bool check_listener);
 
 /* The progress thread (server_loop.c). srv_lock() tells a spinning thread to step aside. */
 sdd_err srv_start_thread(sdd_rmem_server *srv);
-void srv_stop_thread(sdd_rmem_server *srv);
-void srv_lock(sdd_rmem_server *srv);
+bool srv_stop_thread(sdd_rmem_server *srv); /* false: the thread is stuck and abandoned */
+sdd_err srv_lock(sdd_rmem_server *srv);     /* SDD_ETIMEDOUT after opts.timeout_ms */
 void srv_unlock(sdd_rmem_server *srv);
+/* Copy stats to stats_pub; caller holds lock. */
+void srv_publish_stats(sdd_rmem_server *srv);
 
 #endif

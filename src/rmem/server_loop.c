@@ -17,15 +17,34 @@
 #define BACKOFF_MIN_NS (10 * SDD_NS_PER_US) /* first pause when the provider has no wait fd */
 #define BACKOFF_MAX_NS SDD_NS_PER_MS
 
-void srv_lock(sdd_rmem_server *srv)
+sdd_err srv_lock(sdd_rmem_server *srv)
 {
     atomic_fetch_add_explicit(&srv->waiters, 1, memory_order_relaxed);
     uint64_t one = 1;
     if (srv->thread_started && write(srv->wake_fd, &one, sizeof(one)) < 0) {
         (void)0; /* a full counter still wakes the thread */
     }
-    pthread_mutex_lock(&srv->lock);
+    /* Bounded: a thread stuck inside the provider must not hang the caller too. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)srv->opts.timeout_ms * SDD_NS_PER_MS;
+    until.tv_sec += (time_t)(ns / SDD_NS_PER_S);
+    until.tv_nsec = (long)(ns % SDD_NS_PER_S);
+    int rc = pthread_mutex_timedlock(&srv->lock, &until);
     atomic_fetch_sub_explicit(&srv->waiters, 1, memory_order_relaxed);
+    if (rc != 0) {
+        SDD_ERROR("rmem", "the server's progress thread has not let go of the endpoint for %u ms",
+                  srv->opts.timeout_ms);
+        return SDD_ETIMEDOUT;
+    }
+    return SDD_OK;
+}
+
+void srv_publish_stats(sdd_rmem_server *srv)
+{
+    pthread_mutex_lock(&srv->stats_lock);
+    srv->stats_pub = srv->stats;
+    pthread_mutex_unlock(&srv->stats_lock);
 }
 
 void srv_unlock(sdd_rmem_server *srv)
@@ -78,9 +97,14 @@ static sdd_err run_loop(sdd_rmem_server *srv, uint64_t deadline)
             sched_yield();
             continue;
         }
+        atomic_store_explicit(&srv->round_since_ns, sdd_now_ns(), memory_order_relaxed);
         pthread_mutex_lock(&srv->lock);
         int n = srv_progress_once(srv, iter++ % LISTENER_EVERY == 0);
+        if (n > 0) {
+            srv_publish_stats(srv);
+        }
         pthread_mutex_unlock(&srv->lock);
+        atomic_store_explicit(&srv->round_since_ns, 0, memory_order_relaxed);
         if (n < 0) {
             SDD_ERROR("rmem", "server endpoint failed: %s", sdd_strerror(n));
             return n;
@@ -120,17 +144,26 @@ sdd_err srv_start_thread(sdd_rmem_server *srv)
     return SDD_OK;
 }
 
-void srv_stop_thread(sdd_rmem_server *srv)
+bool srv_stop_thread(sdd_rmem_server *srv)
 {
     if (!srv->thread_started) {
-        return;
+        return true;
     }
     atomic_store(&srv->stop, true);
     uint64_t one = 1;
     ssize_t r = write(srv->wake_fd, &one, sizeof(one));
     (void)r;
-    pthread_join(srv->thread, NULL);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(srv->opts.timeout_ms / 1000 + 1);
+    if (pthread_timedjoin_np(srv->thread, NULL, &until) != 0) {
+        SDD_ERROR("rmem", "the server's progress thread is stuck inside the provider; "
+                          "abandoning it (its memory stays allocated)");
+        pthread_detach(srv->thread);
+        return false;
+    }
     srv->thread_started = false;
+    return true;
 }
 
 sdd_err sdd_rmem_server_progress(sdd_rmem_server *srv, int timeout_ms)
