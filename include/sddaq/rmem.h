@@ -315,7 +315,7 @@ SDD_API void sdd_ksb_set_mode(sdd_ksb *k, sdd_ksb_mode mode);
  * prctl(PR_SET_TIMERSLACK, 1). */
 SDD_API void sdd_ksb_set_max_poll_us(sdd_ksb *k, uint32_t us);
 
-/* Either mode. The stats snapshot is consistent only while no internal thread runs. */
+/* Either mode. Serving: call stats from the pushing thread. */
 SDD_API size_t sdd_ksb_element_size(const sdd_ksb *k);
 SDD_API void sdd_ksb_stats(sdd_ksb *k, struct sdd_ksb_stats *out);
 SDD_API void sdd_ksb_close(sdd_ksb *k);

@@ -357,11 +357,13 @@ sdd_err sdd_ksb_current(sdd_ksb *k, struct sdd_ksb_elem *elem)
     if (k == NULL || k->serving || elem == NULL) {
         return SDD_EINVAL;
     }
-    if (k->last_seq == 0) {
-        return SDD_EAGAIN;
+    pthread_mutex_lock(&k->lock); /* the update thread may be writing it */
+    sdd_err err = k->last_seq == 0 ? SDD_EAGAIN : SDD_OK;
+    if (err == SDD_OK) {
+        *elem = k->cur;
     }
-    *elem = k->cur;
-    return SDD_OK;
+    pthread_mutex_unlock(&k->lock);
+    return err;
 }
 
 sdd_err sdd_ksb_on_update(sdd_ksb *k, sdd_ksb_update_fn fn, void *user)
@@ -447,7 +449,9 @@ size_t sdd_ksb_element_size(const sdd_ksb *k)
 
 void sdd_ksb_stats(sdd_ksb *k, struct sdd_ksb_stats *out)
 {
+    pthread_mutex_lock(&k->lock); /* consistent even while the update thread runs */
     *out = k->stats;
+    pthread_mutex_unlock(&k->lock);
 }
 
 void sdd_ksb_close(sdd_ksb *k)
