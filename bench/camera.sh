@@ -5,6 +5,8 @@
 #               configuration, 3 cells, the clone takes the newest frame
 #   shm-stream, tcp-stream  the same with 16 cells and the clone taking every frame in order
 #               (--cells 16 --every), which rides out stalls of up to 15 frame periods
+#   shm-inplace the stream setup with the control system mapping the camera's memory (same
+#               host) and checking each frame where it lies, without a copy (--in-place)
 #   plain-tcp   bench_tcp_frames: the same frames pushed over one plain TCP socket (baseline)
 # For each path:
 #   (a) 5000 fps: delivered fps, skipped, torn-and-retried, bad, frame age p50/p99/max
@@ -22,14 +24,15 @@
 #                        [--out FILE.json] [--keep-logs]
 #   --seconds  length of each run (default 3; --quick: 1)
 #   --quick    1-second runs
-#   --providers  KSB paths to run (default shm,tcp,shm-stream,tcp-stream); plain-tcp always runs
+#   --providers  KSB paths to run (default shm,tcp,shm-stream,tcp-stream,shm-inplace); plain-tcp
+#                always runs
 # Exit 0 when the report was written (targets missed are reported, not fatal); 2 on bad
 # usage; 1 when a program or python3 is missing.
 set -u -o pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/build"
-providers="shm,tcp,shm-stream,tcp-stream"
+providers="shm,tcp,shm-stream,tcp-stream,shm-inplace"
 seconds=""
 quick=0
 out=""
@@ -105,7 +108,10 @@ measure() {
     run_no=$((run_no + 1))
     last_file="$tmp/run.$run_no"
     local prov=$path extra=()
-    case "$path" in *-stream) prov=${path%-stream}; extra=(--cells 16 --every) ;; esac
+    case "$path" in
+    *-stream) prov=${path%-stream}; extra=(--cells 16 --every) ;;
+    *-inplace) prov=${path%-inplace}; extra=(--cells 16 --every --in-place) ;;
+    esac
     if [ "$path" = plain-tcp ]; then
         cmd=("$tcpframes" --fps "$fps" --seconds "$seconds" --json "${pin[@]}")
     else

@@ -236,7 +236,7 @@ def cmd_report(args):
     for p in paths:
         mx = summary[p].get("max_sustainable_fps")
         summary[p]["ratio_to_plain_tcp"] = (mx / base) if mx and base else None
-    for p in ("shm", "shm-stream"):
+    for p in ("shm", "shm-stream", "shm-inplace"):
         if p not in summary:
             continue
         mx = summary[p].get("max_sustainable_fps")

@@ -8,7 +8,8 @@
  *   camera_sidechannel [--provider P] [--fps N] [--seconds S] [--width W --height H] [--json]
  *                      [--role both|camera|control] [--host H --port P]
  *                      [--cpu-camera C --cpu-control C] [--check-age-us X]
- *                      [--camera-fifo N] [--cells N] [--every] [--spin-us U] [--poll-us U]
+ *                      [--camera-fifo N] [--cells N] [--every] [--in-place] [--spin-us U]
+ * [--poll-us U]
  *
  * Role both (default) forks: the child is the camera, the parent the control system. Roles
  * camera and control run one side each, e.g. in two terminals (the camera prints its port).
@@ -46,6 +47,7 @@ struct cfg {
     double spin_us;       /* control: busy-poll this long before backing off (< 0: default) */
     double poll_us;       /* control: longest pause between header polls (< 0: default) */
     bool every;           /* control: every frame in order while held (SDD_KSB_EVERY) */
+    bool in_place;        /* control: map the camera's memory and use frames in place */
     double check_age_us;  /* < 0: no check */
 };
 
@@ -80,7 +82,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: camera_sidechannel [--provider P] [--fps N] [--seconds S]\n"
                "         [--width W --height H] [--json] [--role both|camera|control]\n"
                "         [--host H --port P] [--cpu-camera C --cpu-control C] [--check-age-us X]\n"
-               "         [--camera-fifo N] [--cells N] [--every] [--spin-us U] [--poll-us U]\n"
+               "         [--camera-fifo N] [--cells N] [--every] [--in-place] [--spin-us U] "
+               "[--poll-us U]\n"
                "  --provider   fabric provider: shm, tcp, ... (default shm)\n"
                "  --fps        camera frame rate (default 5000; 0 = as fast as possible)\n"
                "  --seconds    run time (default 3; role camera: 0 = until interrupted)\n"
@@ -93,6 +96,9 @@ static void usage(FILE *f)
                "  --check-age-us  fail unless the p99 frame age is at most this\n"
                "  --camera-fifo   frames the camera may fall behind its deadlines and still\n"
                "                  make at once (default 8; beyond that they are dropped)\n"
+               "  --in-place      control: same host only: map the camera's memory and check each\n"
+               "                  frame where it lies, no copy (frames overwritten meanwhile\n"
+               "                  are discarded and counted as skipped)\n"
                "  --every         control: take every frame in order while the ring holds it\n"
                "                  (with --cells > 3 it rides out stalls); default: the newest\n"
                "  --cells N       camera: cells in the serving ring (default 3; more give slow\n"
@@ -149,6 +155,7 @@ static int parse_args(int argc, char **argv, struct cfg *c)
         {"spin-us", required_argument, NULL, 'w'},
         {"poll-us", required_argument, NULL, 'q'},
         {"every", no_argument, NULL, 'e'},
+        {"in-place", no_argument, NULL, 'i'},
         {"help", no_argument, NULL, 'u'},
         {NULL, 0, NULL, 0},
     };
@@ -214,6 +221,9 @@ static int parse_args(int argc, char **argv, struct cfg *c)
             break;
         case 'e':
             c->every = true;
+            break;
+        case 'i':
+            c->in_place = true;
             break;
         case 'u':
             usage(stdout);
@@ -356,6 +366,7 @@ static sdd_err run_control(const struct cfg *c, uint16_t port, struct control_re
     }
     struct sdd_rmem_opts o = rmem_opts(c);
     o.port = 0;
+    o.map_local = c->in_place;
     if (c->spin_us >= 0) {
         o.spin_us = (uint32_t)c->spin_us;
     }
@@ -375,6 +386,10 @@ static sdd_err run_control(const struct cfg *c, uint16_t port, struct control_re
         goto out_close;
     }
     sdd_ksb_set_mode(k, c->every ? SDD_KSB_EVERY : SDD_KSB_NEWEST);
+    if (c->in_place && (err = sdd_ksb_set_in_place(k, true)) != SDD_OK) {
+        fprintf(stderr, "control: cannot use frames in place: %s\n", sdd_strerror(err));
+        goto out_close;
+    }
     if (c->poll_us > 0) {
         sdd_ksb_set_max_poll_us(k, (uint32_t)c->poll_us);
     }
@@ -394,23 +409,29 @@ static sdd_err run_control(const struct cfg *c, uint16_t port, struct control_re
             fprintf(stderr, "control: %s\n", sdd_strerror(err));
             break;
         }
-        /* The control system's work: prove the frame whole and the one the buffer said. */
+        /* The control system's work: prove the frame whole and the one the buffer said. In
+         * place it reads the camera's memory directly, then asks whether that was safe. */
         uint64_t frame = 0;
-        if (!cam_frame_check(&pat, e.data, &frame) || frame != e.seq) {
+        bool ok = cam_frame_check(&pat, e.data, &frame) && frame == e.seq;
+        bool valid = sdd_ksb_valid(k, &e) == SDD_OK;
+        if (valid && !ok) {
             res->bad++;
         }
         if (e.seq <= res->last_frame) {
             res->out_of_order++;
         }
-        res->first_frame = res->delivered == 0 ? e.seq : res->first_frame;
+        res->first_frame = res->first_frame == 0 ? e.seq : res->first_frame;
         res->last_frame = e.seq;
-        res->delivered++;
+        res->delivered += valid;
     }
     res->elapsed_ns = now - t0;
     if (err == SDD_ETIMEDOUT) {
         err = SDD_OK;
     }
     sdd_ksb_stats(k, &res->st);
+    /* A frame overwritten while used in place never reached the control system whole. */
+    res->st.delivered -= res->st.invalidated;
+    res->st.skipped += res->st.invalidated;
 out_close:
     sdd_ksb_close(k);
 out_pattern:

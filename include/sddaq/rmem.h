@@ -38,6 +38,9 @@ struct sdd_rmem_opts {
                                 (default true); else call sdd_rmem_server_progress() */
     sdd_wait_mode wait_mode; /* how waits for completions wait (default adaptive) */
     uint32_t spin_us;        /* adaptive waits spin this long before sleeping (default 50) */
+    bool map_local;          /* client: when the server is on this host and owns its region,
+                                map it read-only and copy with plain loads instead of RMA
+                                (default false; falls back to RMA when not allowed) */
 };
 
 /* Fill opts with the defaults above. */
@@ -132,6 +135,10 @@ SDD_API sdd_err sdd_rmem_client_ping(sdd_rmem_client *cl, uint64_t *rtt_ns);
 /* Handle waiting control messages (region changes) without reading data. An idle client
  * calls it now and then so the server does not drop it during a region change. */
 SDD_API sdd_err sdd_rmem_client_poll(sdd_rmem_client *cl);
+
+/* The server's region mapped read-only (opts.map_local, same host), or NULL when data moves
+ * by RMA. A region change drops the mapping (RMA from then on, until a reconnect). */
+SDD_API const void *sdd_rmem_client_local(const sdd_rmem_client *cl);
 
 /* Generation of the region currently mirrored (starts at 1, +1 per server region change). */
 SDD_API uint32_t sdd_rmem_client_generation(const sdd_rmem_client *cl);
@@ -247,6 +254,7 @@ struct sdd_ksb_stats {
     uint64_t skipped;      /* elements pushed but never delivered (the reader fell behind) */
     uint64_t torn_retries; /* fetches that raced the writer and were thrown away */
     uint64_t header_polls; /* header reads */
+    uint64_t invalidated;  /* in place: elements sdd_ksb_valid() found overwritten */
     uint64_t pushes;       /* serving side: elements pushed */
     struct sdd_hist age;   /* clone: commit -> usable here, ns */
 };
@@ -309,6 +317,17 @@ typedef enum {
     SDD_KSB_EVERY,
 } sdd_ksb_mode;
 SDD_API void sdd_ksb_set_mode(sdd_ksb *k, sdd_ksb_mode mode);
+
+/* Cloning mode, with opts.map_local and the serving buffer on this host: deliver elements in
+ * place, as pointers into the server's memory, without any copy. Such an element can be
+ * overwritten while you read it: use it, then call sdd_ksb_valid(); only SDD_OK proves that
+ * what you read was whole (a seqlock read). Errors: SDD_ENOTSUP (no mapping: not the same
+ * host, not permitted, or dropped by a region change). */
+SDD_API sdd_err sdd_ksb_set_in_place(sdd_ksb *k, bool on);
+
+/* After using an element: SDD_OK if it was not overwritten meanwhile, SDD_EAGAIN if it was
+ * (counted in stats.invalidated; discard what you computed). Always SDD_OK for copies. */
+SDD_API sdd_err sdd_ksb_valid(sdd_ksb *k, const struct sdd_ksb_elem *e);
 
 /* Longest pause between header polls while idle, in us (default 20). Pauses shorter than the
  * thread's timer slack (50 us by default on Linux) take the slack: latency-critical clones set

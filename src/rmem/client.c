@@ -1,9 +1,11 @@
 /* rmem client: mirrors a server's region by RMA read, follows region changes, pings. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "rmem/ctl.h"
+#include "rmem/shmem.h"
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 #include "sddaq/rmem.h"
@@ -38,6 +40,7 @@ struct sdd_rmem_client {
     bool pong_got;
 
     struct sdd_rmem_client_stats stats;
+    struct rm_shm local; /* the server's region mapped read-only, when on this host */
 };
 
 /* ctx of our RMA reads: the client itself, which no control slot can be */
@@ -79,6 +82,22 @@ static sdd_err set_mirror(sdd_rmem_client *cl, size_t len)
     cl->mirror_len = len;
     cl->mirror_mr = mr;
     return SDD_OK;
+}
+
+/* Map the server's region when it is on this host and the caller asked for it; otherwise (or
+ * when the mapping is refused: another container or user) stay with RMA. */
+static void map_local(sdd_rmem_client *cl, const struct rm_msg *local)
+{
+    rm_shm_free(&cl->local);
+    if (!cl->opts.map_local || local == NULL || local->local.host == 0 ||
+        local->local.host != rm_host_id() || local->local.len != cl->remote.len) {
+        return;
+    }
+    sdd_err err = rm_shm_map_peer(&cl->local, local->local.pid, local->local.fd, local->local.len);
+    if (err != SDD_OK) {
+        SDD_INFO("rmem", "cannot map the server's region (%s): reading it by RMA",
+                 sdd_strerror(err));
+    }
 }
 
 static sdd_err use_region(sdd_rmem_client *cl, const struct rm_region *r)
@@ -133,8 +152,13 @@ static sdd_err connect_peer(sdd_rmem_client *cl)
         return err;
     }
     size_t len = 0;
-    const void *info = sdd_peer_info(peer, &len);
-    if (rm_decode(info, len, &m) != SDD_OK || (m.type != RM_REGION && m.type != RM_DROP)) {
+    const uint8_t *info = sdd_peer_info(peer, &len);
+    size_t first = rm_first_len(info, len);
+    struct rm_msg local = {0};
+    if (first == 0 || rm_decode(info, first, &m) != SDD_OK ||
+        (m.type != RM_REGION && m.type != RM_DROP) ||
+        (first < len &&
+         (rm_decode(info + first, len - first, &local) != SDD_OK || local.type != RM_LOCAL))) {
         SDD_WARN("rmem", "%s:%u is not an rmem server", cl->host, cl->port);
         err = SDD_EPROTO;
     } else if (m.type == RM_DROP) {
@@ -143,6 +167,9 @@ static sdd_err connect_peer(sdd_rmem_client *cl)
         err = SDD_EPROTO;
     } else {
         err = use_region(cl, &m.region);
+    }
+    if (err == SDD_OK) {
+        map_local(cl, local.type == RM_LOCAL ? &local : NULL);
     }
     if (err != SDD_OK) {
         sdd_peer_close(peer);
@@ -248,6 +275,7 @@ static sdd_err follow_region(sdd_rmem_client *cl)
     if (err != SDD_OK) {
         return err;
     }
+    rm_shm_free(&cl->local); /* the new region comes without a mapping: RMA from here on */
     cl->realloc_pending = false;
     cl->stats.region_changes++;
     struct rm_msg ack = {.type = RM_REALLOC_ACK, .ack = {.gen = cl->remote.gen}};
@@ -330,6 +358,7 @@ void sdd_rmem_client_close(sdd_rmem_client *cl)
         return;
     }
     close_transport(cl);
+    rm_shm_free(&cl->local);
     free(cl->mirror);
     free(cl);
 }
@@ -342,6 +371,11 @@ void *sdd_rmem_client_memory(const sdd_rmem_client *cl)
 size_t sdd_rmem_client_size(const sdd_rmem_client *cl)
 {
     return cl->mirror_len;
+}
+
+const void *sdd_rmem_client_local(const sdd_rmem_client *cl)
+{
+    return cl->local.addr;
 }
 
 uint32_t sdd_rmem_client_generation(const sdd_rmem_client *cl)
@@ -398,6 +432,14 @@ static sdd_err sync_once(sdd_rmem_client *cl, size_t remote_off, size_t len, siz
     if (len == 0 || remote_off > cl->remote.len || len > cl->remote.len - remote_off ||
         local_off > cl->mirror_len || len > cl->mirror_len - local_off) {
         return SDD_EINVAL;
+    }
+    if (cl->local.addr != NULL) {
+        /* Same host: plain loads. Acquire pairs with the writer's release stores. */
+        atomic_thread_fence(memory_order_acquire);
+        memcpy(cl->mirror + local_off, (const uint8_t *)cl->local.addr + remote_off, len);
+        cl->stats.syncs++;
+        cl->stats.bytes += len;
+        return follow_region(cl);
     }
     cl->read_err = SDD_OK;
     sdd_err err = post_reads(cl, remote_off, len, local_off);

@@ -46,6 +46,7 @@ struct sdd_ksb {
     struct ksb_cb cbs[KSB_MAX_CBS];
     uint32_t max_poll_us;
     sdd_ksb_mode mode;
+    bool in_place;        /* deliver pointers into the server's memory mapped here */
     pthread_mutex_t lock; /* held by each update, so freeze() can wait one out */
     atomic_bool frozen;
     atomic_bool stop;
@@ -166,6 +167,17 @@ static uint8_t *slot_cell(const sdd_ksb *k, unsigned slot)
     return k->view.mem + SDD_TRB_HEADER_SIZE + slot * k->view.stride;
 }
 
+/* Element seq in place in the server's memory mapped here: whole so far? */
+static sdd_err fetch_in_place(sdd_ksb *k, uint64_t seq, uint64_t *stamp, const uint8_t **cell)
+{
+    const uint8_t *base = sdd_rmem_client_local(k->cl);
+    if (base == NULL) {
+        return SDD_ENOTSUP; /* the mapping went away with a region change */
+    }
+    *cell = base + sdd_trb_cell_offset(&k->view, seq);
+    return sdd_trb_check_cell(&k->view, *cell, seq, stamp);
+}
+
 /* Fetch element seq into the mirror cell `slot`; SDD_OK when whole, SDD_EAGAIN when torn. */
 static sdd_err fetch(sdd_ksb *k, uint64_t seq, unsigned slot, uint64_t *stamp)
 {
@@ -244,7 +256,13 @@ static sdd_err update_locked(sdd_ksb *k, struct sdd_ksb_elem *elem)
          * fetch has succeeded. */
         unsigned slot = (k->cur_slot + 1) % KSB_CELLS;
         uint64_t stamp = 0;
-        err = fetch(k, seq, slot, &stamp);
+        const uint8_t *cell = NULL;
+        if (k->in_place) {
+            err = fetch_in_place(k, seq, &stamp, &cell);
+        } else {
+            err = fetch(k, seq, slot, &stamp);
+            cell = slot_cell(k, slot);
+        }
         if (err == SDD_EAGAIN) {
             k->stats.torn_retries++;
             header_stale = true;
@@ -260,7 +278,7 @@ static sdd_err update_locked(sdd_ksb *k, struct sdd_ksb_elem *elem)
         k->last_seq = seq;
         k->cur_slot = slot;
         k->cur = (struct sdd_ksb_elem){
-            .data = slot_cell(k, slot) + SDD_TRB_PAYLOAD_OFFSET,
+            .data = cell + SDD_TRB_PAYLOAD_OFFSET,
             .len = k->view.element_size,
             .seq = seq,
             .stamp_ns = stamp,
@@ -431,6 +449,39 @@ void sdd_ksb_set_mode(sdd_ksb *k, sdd_ksb_mode mode)
     if (k != NULL) {
         k->mode = mode;
     }
+}
+
+sdd_err sdd_ksb_set_in_place(sdd_ksb *k, bool on)
+{
+    if (k == NULL || k->serving) {
+        return SDD_EINVAL;
+    }
+    if (on && sdd_rmem_client_local(k->cl) == NULL) {
+        return SDD_ENOTSUP;
+    }
+    k->in_place = on;
+    return SDD_OK;
+}
+
+sdd_err sdd_ksb_valid(sdd_ksb *k, const struct sdd_ksb_elem *e)
+{
+    if (k == NULL || e == NULL || e->data == NULL) {
+        return SDD_EINVAL;
+    }
+    if (!k->in_place) {
+        return SDD_OK; /* a copy stays whole until the next update */
+    }
+    /* Seqlock read side: the caller's reads of the payload come before this fence, and the
+     * writer marks seq_begin before it touches the payload. */
+    atomic_thread_fence(memory_order_acquire);
+    const uint8_t *cell = (const uint8_t *)e->data - SDD_TRB_PAYLOAD_OFFSET;
+    if (sdd_trb_check_cell(&k->view, cell, e->seq, NULL) == SDD_OK) {
+        return SDD_OK;
+    }
+    pthread_mutex_lock(&k->lock);
+    k->stats.invalidated++;
+    pthread_mutex_unlock(&k->lock);
+    return SDD_EAGAIN;
 }
 
 void sdd_ksb_set_max_poll_us(sdd_ksb *k, uint32_t us)

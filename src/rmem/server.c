@@ -27,17 +27,6 @@ static sdd_err region_info(const sdd_rmem_server *srv, uint8_t type, void *buf, 
     return *len != 0 ? SDD_OK : SDD_EINVAL;
 }
 
-static void *alloc_region(size_t len)
-{
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t rounded = (len + page - 1) / page * page;
-    void *p = aligned_alloc(page, rounded);
-    if (p != NULL) {
-        memset(p, 0, rounded);
-    }
-    return p;
-}
-
 static bool listener_ready(const sdd_rmem_server *srv)
 {
     struct pollfd p = {.fd = sdd_listener_fd(srv->listener), .events = POLLIN};
@@ -77,7 +66,7 @@ static bool hello_ok(const sdd_peer *peer)
 
 static int accept_client(sdd_rmem_server *srv)
 {
-    uint8_t info[64];
+    uint8_t info[128];
     size_t info_len = 0;
     bool full = srv->nclients >= srv->opts.max_clients;
     if (full) {
@@ -85,6 +74,14 @@ static int accept_client(sdd_rmem_server *srv)
         info_len = rm_encode(&m, info, sizeof(info));
     } else if (region_info(srv, RM_REGION, info, sizeof(info), &info_len) != SDD_OK) {
         return 0;
+    } else if (srv->owned) {
+        /* A client on this host may map the region instead of reading it by RMA. */
+        struct rm_msg m = {.type = RM_LOCAL};
+        m.local.pid = (uint32_t)getpid();
+        m.local.fd = (uint32_t)srv->shm.fd;
+        m.local.len = srv->len;
+        m.local.host = rm_host_id();
+        info_len += rm_encode(&m, info + info_len, sizeof(info) - info_len);
     }
     sdd_peer *peer = NULL;
     sdd_err err = sdd_listener_accept(srv->listener, info, info_len, SRV_ACCEPT_MS, &peer);
@@ -224,9 +221,7 @@ static void free_server(sdd_rmem_server *srv)
     }
     sdd_ep_close(srv->ep); /* BYE to clients; closes listener, peers and registrations */
     rm_ctl_fini(&srv->ctl);
-    if (srv->owned) {
-        free(srv->region);
-    }
+    rm_shm_free(&srv->shm);
     free(srv->clients);
     pthread_mutex_destroy(&srv->lock);
     pthread_mutex_destroy(&srv->stats_lock);
@@ -254,8 +249,11 @@ sdd_err sdd_rmem_server_open(const struct sdd_rmem_opts *opts, void *region, siz
     srv->gen = 1;
     srv->len = len;
     srv->owned = region == NULL;
-    srv->region = region != NULL ? region : alloc_region(len);
-    sdd_err err = srv->region != NULL && srv->wake_fd >= 0 ? SDD_OK : SDD_ENOMEM;
+    sdd_err err = srv->wake_fd >= 0 ? SDD_OK : SDD_ENOMEM;
+    if (err == SDD_OK && srv->owned) {
+        err = rm_shm_alloc(&srv->shm, len);
+    }
+    srv->region = srv->owned ? srv->shm.addr : region;
 
     struct sdd_ep_opts eo;
     sdd_ep_opts_default(&eo);
@@ -383,31 +381,30 @@ static void move_clients(sdd_rmem_server *srv)
     }
 }
 
-static sdd_err change_region(sdd_rmem_server *srv, void *region, size_t len, bool owned)
+/* Publish region (with shm describing it when the server owns it). */
+static sdd_err change_region(sdd_rmem_server *srv, void *region, size_t len, struct rm_shm *shm)
 {
     sdd_mr *mr = NULL;
     sdd_err err = sdd_mr_reg(srv->ep, region, len, SDD_ACCESS_REMOTE_READ, &mr);
     if (err != SDD_OK) {
         return err;
     }
-    if (owned) {
+    if (shm != NULL) {
         memcpy(region, srv->region, len < srv->len ? len : srv->len);
     }
-    uint8_t *old = srv->region;
-    bool old_owned = srv->owned;
+    struct rm_shm old_shm = srv->shm;
     sdd_mr *old_mr = srv->mr;
     srv->region = region;
     srv->len = len;
-    srv->owned = owned;
+    srv->owned = shm != NULL;
+    srv->shm = shm != NULL ? *shm : (struct rm_shm){.fd = -1};
     srv->mr = mr;
     srv->gen++;
     srv->stats.region_changes++;
     move_clients(srv);
     /* Every remaining client has switched: nobody reads the old region any more. */
     sdd_mr_close(old_mr);
-    if (old_owned) {
-        free(old);
-    }
+    rm_shm_free(&old_shm);
     return SDD_OK;
 }
 
@@ -416,18 +413,19 @@ sdd_err sdd_rmem_server_resize(sdd_rmem_server *srv, size_t len)
     if (srv == NULL || len == 0 || !srv->owned) {
         return SDD_EINVAL;
     }
-    void *region = alloc_region(len);
-    if (region == NULL) {
-        return SDD_ENOMEM;
+    struct rm_shm shm;
+    sdd_err err = rm_shm_alloc(&shm, len);
+    if (err != SDD_OK) {
+        return err;
     }
-    sdd_err err = srv_lock(srv);
+    err = srv_lock(srv);
     if (err == SDD_OK) {
-        err = change_region(srv, region, len, true);
+        err = change_region(srv, shm.addr, len, &shm);
         srv_publish_stats(srv);
         srv_unlock(srv);
     }
     if (err != SDD_OK) {
-        free(region);
+        rm_shm_free(&shm);
     }
     return err;
 }
@@ -439,7 +437,7 @@ sdd_err sdd_rmem_server_move(sdd_rmem_server *srv, void *region, size_t len)
     }
     sdd_err err = srv_lock(srv);
     if (err == SDD_OK) {
-        err = change_region(srv, region, len, false);
+        err = change_region(srv, region, len, NULL);
         srv_publish_stats(srv);
         srv_unlock(srv);
     }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "rmem/ctl.h"
+#include "rmem/shmem.h"
 #include "sddaq/rmem.h"
 
 struct srv_client {
@@ -36,7 +37,8 @@ struct sdd_rmem_server {
 
     uint8_t *region;
     size_t len;
-    bool owned; /* region was allocated by the server */
+    bool owned;        /* region was allocated by the server: it is shm.addr */
+    struct rm_shm shm; /* the server's own region, mappable by same-host clients */
     sdd_mr *mr;
     uint32_t gen;
 

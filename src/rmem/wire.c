@@ -18,6 +18,7 @@ static const uint8_t body_len_of[RM_TYPE_MAX + 1] = {
     [RM_REJECT] = 16,
     [RM_INLINE] = RM_INLINE_HEAD,
     [RM_DROP] = 16,
+    [RM_LOCAL] = 24,
 };
 
 static const char *const type_names[RM_TYPE_MAX + 1] = {
@@ -26,7 +27,7 @@ static const char *const type_names[RM_TYPE_MAX + 1] = {
     [RM_PING] = "PING",       [RM_PONG] = "PONG",
     [RM_OFFER] = "OFFER",     [RM_DONE] = "DONE",
     [RM_REJECT] = "REJECT",   [RM_INLINE] = "INLINE",
-    [RM_DROP] = "DROP",
+    [RM_DROP] = "DROP",       [RM_LOCAL] = "LOCAL",
 };
 
 const char *rm_type_name(uint8_t type)
@@ -102,6 +103,12 @@ size_t rm_encode(const struct rm_msg *m, void *buf, size_t cap)
         put_le64(b, m->done.msg_id);
         put_le32(b + 8, (uint32_t)m->done.status);
         break;
+    case RM_LOCAL:
+        put_le32(b, m->local.pid);
+        put_le32(b + 4, m->local.fd);
+        put_le64(b + 8, m->local.len);
+        put_le64(b + 16, m->local.host);
+        break;
     case RM_INLINE:
         put_le64(b, m->inl.msg_id);
         put_le32(b + 8, m->inl.app_type);
@@ -114,6 +121,16 @@ size_t rm_encode(const struct rm_msg *m, void *buf, size_t cap)
         return 0;
     }
     return total;
+}
+
+size_t rm_first_len(const void *buf, size_t len)
+{
+    const uint8_t *p = buf;
+    if (buf == NULL || len < RM_HEADER_LEN || get_le32(p) != RM_MAGIC) {
+        return 0;
+    }
+    uint64_t total = (uint64_t)RM_HEADER_LEN + get_le32(p + 8);
+    return total <= len ? (size_t)total : 0;
 }
 
 sdd_err rm_decode(const void *buf, size_t len, struct rm_msg *m)
@@ -158,6 +175,12 @@ sdd_err rm_decode(const void *buf, size_t len, struct rm_msg *m)
     case RM_DROP:
         out.done.msg_id = get_le64(b);
         out.done.status = (int32_t)get_le32(b + 8);
+        break;
+    case RM_LOCAL:
+        out.local.pid = get_le32(b);
+        out.local.fd = get_le32(b + 4);
+        out.local.len = get_le64(b + 8);
+        out.local.host = get_le64(b + 16);
         break;
     case RM_INLINE:
         out.inl.msg_id = get_le64(b);

@@ -30,8 +30,9 @@ enum rm_type {
     RM_DONE = 8,   /* messenger: block msg_id read (status) */
     RM_REJECT = 9, /* messenger: will not read msg_id (status = reason) */
     RM_INLINE = 10,
-    RM_DROP = 11, /* server -> client: you are dropped (status = reason) */
-    RM_TYPE_MAX = 11,
+    RM_DROP = 11,  /* server -> client: you are dropped (status = reason) */
+    RM_LOCAL = 12, /* server -> client, after REGION: how a same-host client maps the region */
+    RM_TYPE_MAX = 12,
 };
 
 enum rm_role {
@@ -73,6 +74,11 @@ struct rm_msg {
             uint32_t len;
             const void *data; /* decode: points into the decoded buffer */
         } inl;
+        struct {
+            uint32_t pid, fd; /* /proc/PID/fd/FD on the server's host */
+            uint64_t len;
+            uint64_t host; /* the server's boot id hash: map only if it equals ours */
+        } local;
     };
 };
 
@@ -82,6 +88,10 @@ size_t rm_encode(const struct rm_msg *m, void *buf, size_t cap);
 /* Decode len bytes at buf into m: SDD_OK, or SDD_EPROTO for anything malformed (bad magic,
  * version, type, body length, or trailing bytes). */
 sdd_err rm_decode(const void *buf, size_t len, struct rm_msg *m);
+
+/* Length of the first message in buf (for blobs that carry several), or 0 when buf does not
+ * start with a well-formed header whose message fits. */
+size_t rm_first_len(const void *buf, size_t len);
 
 /* Encoded size of a message of this type (INLINE: with data_len bytes of data). */
 size_t rm_size(uint8_t type, size_t data_len);

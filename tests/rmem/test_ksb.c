@@ -108,7 +108,8 @@ static void test_calls(void)
     CHECK(st.header_polls >= 8);
     sdd_ksb_stats(srv, &st);
     CHECK_EQ(st.pushes, 10);
-    CHECK_EQ(sdd_ksb_update(srv, &e), SDD_EINVAL); /* not a clone */
+    CHECK_EQ(sdd_ksb_update(srv, &e), SDD_EINVAL);         /* not a clone */
+    CHECK_EQ(sdd_ksb_set_in_place(cl, true), SDD_ENOTSUP); /* not mapped: opts.map_local off */
     sdd_ksb_close(cl);
     sdd_ksb_close(srv);
 
@@ -285,6 +286,61 @@ static void test_fast_writer(size_t esz, uint64_t pace_ns, sdd_ksb_mode mode)
     close(res);
 }
 
+/* ---- same host: mapped, copied with loads or used in place ------------------------------ */
+
+static void test_local(bool in_place, uint64_t pace_ns)
+{
+    struct sdd_rmem_opts o = opts_for_test();
+    o.map_local = true;
+    uint16_t port;
+    int cmd, res;
+    pid_t pid = spawn_writer(65536, pace_ns, &port, &cmd, &res);
+    sdd_ksb *cl = NULL;
+    CHECK_OK(sdd_ksb_clone(&o, "127.0.0.1", port, &cl));
+    CHECK_REQUIRE(cl != NULL);
+    if (in_place) {
+        CHECK_OK(sdd_ksb_set_in_place(cl, true));
+    }
+    uint64_t got = 0, accepted = 0, accepted_bad = 0, t0 = sdd_now_ns();
+    while (sdd_now_ns() - t0 < SDD_NS_PER_S) {
+        struct sdd_ksb_elem e;
+        sdd_err err = sdd_ksb_wait_next(cl, 100, &e);
+        if (err == SDD_ETIMEDOUT) {
+            continue;
+        }
+        if (err != SDD_OK) {
+            CHECK_OK(err);
+            break;
+        }
+        got++;
+        bool ok = elem_ok(&e); /* in place: reads the live cell, like a user would */
+        if (sdd_ksb_valid(cl, &e) == SDD_OK) {
+            accepted++;
+            accepted_bad += !ok;
+        }
+    }
+    CHECK(write(cmd, "x", 1) == 1);
+    uint64_t pushed = 0;
+    CHECK(read(res, &pushed, sizeof(pushed)) == sizeof(pushed));
+    waitpid(pid, NULL, 0);
+    struct sdd_ksb_stats st;
+    sdd_ksb_stats(cl, &st);
+    printf("same host, %s, writer every %" PRIu64 " ns: %" PRIu64 " pushed, %" PRIu64
+           " delivered, %" PRIu64 " valid, %" PRIu64 " invalidated, %" PRIu64
+           " torn and retried, %" PRIu64 " valid but bad\n",
+           in_place ? "in place" : "copied", pace_ns, pushed, got, accepted, st.invalidated,
+           st.torn_retries, accepted_bad);
+    CHECK(accepted > 100);
+    CHECK_EQ(accepted_bad, 0); /* the seqlock read never vouches for a torn element */
+    CHECK_EQ(accepted + st.invalidated, got);
+    if (!in_place) {
+        CHECK_EQ(st.invalidated, 0);
+    }
+    sdd_ksb_close(cl);
+    close(cmd);
+    close(res);
+}
+
 /* ---- automatic updates -------------------------------------------------------------------- */
 
 struct seen {
@@ -402,6 +458,9 @@ int main(int argc, char **argv)
     test_fast_writer(4096, 10 * SDD_NS_PER_US * slow, SDD_KSB_NEWEST);
     test_fast_writer(256 * 1024, 200 * SDD_NS_PER_US * slow, SDD_KSB_NEWEST);
     test_fast_writer(256 * 1024, 200 * SDD_NS_PER_US * slow, SDD_KSB_EVERY);
+    test_local(false, 0);
+    test_local(true, 0);
+    test_local(true, 20 * SDD_NS_PER_US);
     test_thread();
     test_server_death();
     test_not_a_ring();

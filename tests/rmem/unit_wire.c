@@ -93,6 +93,14 @@ static size_t sample_messages(struct rm_msg *out)
     }
 
     memset(&m, 0, sizeof(m));
+    m.type = RM_LOCAL;
+    m.local.pid = 0x01020304u;
+    m.local.fd = 0x05060708u;
+    m.local.len = 0x1112131415161718ull;
+    m.local.host = 0x2122232425262728ull;
+    out[n++] = m;
+
+    memset(&m, 0, sizeof(m));
     m.type = RM_INLINE;
     m.inl.msg_id = 0x7071727374757677ull;
     m.inl.app_type = 0xCAFEF00Du;
@@ -135,6 +143,9 @@ static bool msg_eq(const struct rm_msg *a, const struct rm_msg *b)
     case RM_REJECT:
     case RM_DROP:
         return a->done.msg_id == b->done.msg_id && a->done.status == b->done.status;
+    case RM_LOCAL:
+        return a->local.pid == b->local.pid && a->local.fd == b->local.fd &&
+               a->local.len == b->local.len && a->local.host == b->local.host;
     case RM_INLINE:
         return a->inl.msg_id == b->inl.msg_id && a->inl.app_type == b->inl.app_type &&
                a->inl.len == b->inl.len &&
@@ -242,7 +253,7 @@ static void test_round_trip(void)
 {
     struct rm_msg msgs[16];
     size_t n = sample_messages(msgs);
-    CHECK_EQ(n, 12);
+    CHECK_EQ(n, 13);
     bool seen[RM_TYPE_MAX + 1] = {false};
     uint8_t buf[MAX_MSG];
     for (size_t i = 0; i < n; i++) {
