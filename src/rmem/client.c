@@ -299,7 +299,8 @@ static sdd_err prepare(sdd_rmem_client *cl)
     }
     /* A server that closed the connection on purpose may have dropped us for missing a
      * region change: try once to come back. If nobody listens, the close stands. */
-    if (!cl->dropped && (cl->dead != SDD_ECONNRESET || cl->reconnect_failed)) {
+    bool closed = cl->dead == SDD_ECONNRESET || cl->dead == SDD_ECANCELED;
+    if (!cl->dropped && (!closed || cl->reconnect_failed)) {
         return cl->dead;
     }
     sdd_err why = cl->dead;
@@ -424,6 +425,14 @@ static bool connection_error(sdd_err err)
            err == SDD_ECANCELED;
 }
 
+/* An operation failed for want of a connection: the peer's own status says best why (a BYE
+ * is SDD_ECONNRESET even when the operation itself was merely canceled). */
+static void mark_dead(sdd_rmem_client *cl, sdd_err op_err)
+{
+    sdd_err why = cl->peer != NULL ? sdd_peer_status(cl->peer) : SDD_OK;
+    cl->dead = why != SDD_OK ? why : op_err;
+}
+
 static sdd_err sync_once(sdd_rmem_client *cl, size_t remote_off, size_t len, size_t local_off)
 {
     if (len == 0 && remote_off < cl->remote.len) {
@@ -434,12 +443,17 @@ static sdd_err sync_once(sdd_rmem_client *cl, size_t remote_off, size_t len, siz
         return SDD_EINVAL;
     }
     if (cl->local.addr != NULL) {
-        /* Same host: plain loads. Acquire pairs with the writer's release stores. */
-        atomic_thread_fence(memory_order_acquire);
+        /* Same host: plain loads. Acquire pairs with the writer's release stores, and with
+         * the server's release of `retired` before it lets the region go. */
         memcpy(cl->mirror + local_off, (const uint8_t *)cl->local.addr + remote_off, len);
-        cl->stats.syncs++;
-        cl->stats.bytes += len;
-        return follow_region(cl);
+        if (atomic_load_explicit(&rm_shm_status(&cl->local)->retired, memory_order_acquire) == 0) {
+            cl->stats.syncs++;
+            cl->stats.bytes += len;
+            return follow_region(cl);
+        }
+        /* The server moved on: this copy may be stale. RMA from here, which meets the region
+         * change (or the drop) like any client. */
+        rm_shm_free(&cl->local);
     }
     cl->read_err = SDD_OK;
     sdd_err err = post_reads(cl, remote_off, len, local_off);
@@ -453,7 +467,7 @@ static sdd_err sync_once(sdd_rmem_client *cl, size_t remote_off, size_t len, siz
         err = cl->read_err != SDD_OK ? cl->read_err : cl->dead;
     }
     if (connection_error(err) && cl->dead == SDD_OK) {
-        cl->dead = err; /* the peer's down notice may still be on its way */
+        mark_dead(cl, err); /* the peer's down notice may still be on its way */
     }
     if (err == SDD_OK) {
         cl->stats.syncs++;
@@ -510,7 +524,7 @@ static sdd_err ping_once(sdd_rmem_client *cl, uint64_t *rtt_ns)
         err = cl->dead;
     }
     if (connection_error(err) && cl->dead == SDD_OK) {
-        cl->dead = err;
+        mark_dead(cl, err);
     }
     if (err == SDD_OK && rtt_ns != NULL) {
         *rtt_ns = sdd_now_ns() - t0;

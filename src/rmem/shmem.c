@@ -15,9 +15,14 @@ static size_t page_round(size_t len)
     return (len + page - 1) / page * page;
 }
 
+struct rm_shm_status *rm_shm_status(const struct rm_shm *s)
+{
+    return (struct rm_shm_status *)((uint8_t *)s->addr + s->len - (size_t)sysconf(_SC_PAGESIZE));
+}
+
 sdd_err rm_shm_alloc(struct rm_shm *s, size_t len)
 {
-    size_t mapped = page_round(len);
+    size_t mapped = page_round(len) + (size_t)sysconf(_SC_PAGESIZE);
     int fd = memfd_create("sddaq-rmem", MFD_CLOEXEC);
     if (fd < 0) {
         return sdd_err_from_errno(errno);
@@ -46,7 +51,7 @@ sdd_err rm_shm_map_peer(struct rm_shm *s, uint32_t pid, uint32_t fd, size_t len)
         return errno == ENOENT ? SDD_ENOENT : SDD_EACCES;
     }
     struct stat st;
-    size_t mapped = page_round(len);
+    size_t mapped = page_round(len) + (size_t)sysconf(_SC_PAGESIZE);
     sdd_err err = SDD_OK;
     void *addr = MAP_FAILED;
     if (fstat(my, &st) != 0 || (size_t)st.st_size < mapped) {
@@ -66,6 +71,9 @@ void rm_shm_free(struct rm_shm *s)
 {
     if (s->addr == NULL) {
         return;
+    }
+    if (s->fd >= 0) { /* ours: tell mappers before the memory goes */
+        atomic_store_explicit(&rm_shm_status(s)->retired, 1, memory_order_release);
     }
     munmap(s->addr, s->len);
     if (s->fd >= 0) {

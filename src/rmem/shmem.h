@@ -4,6 +4,7 @@
 #ifndef SDDAQ_RMEM_SHMEM_H
 #define SDDAQ_RMEM_SHMEM_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,9 +12,17 @@
 
 struct rm_shm {
     void *addr;
-    size_t len; /* mapped bytes (page multiple) */
+    size_t len; /* mapped bytes (page multiple), the status page included */
     int fd;     /* the memfd; -1 for a peer's mapping */
 };
+
+/* The last page of every mapping holds this status: the server sets retired before it lets
+ * the region go, so a client still mapping it knows its copy is stale. */
+struct rm_shm_status {
+    _Atomic uint64_t retired;
+};
+
+struct rm_shm_status *rm_shm_status(const struct rm_shm *s);
 
 /* Zeroed, page-aligned, shareable memory of at least len bytes. */
 sdd_err rm_shm_alloc(struct rm_shm *s, size_t len);

@@ -110,6 +110,50 @@ static void test_calls(void)
     CHECK_EQ(sdd_rmem_server_open(&o, NULL, 0, &srv), SDD_EINVAL);
 }
 
+/* Same host: the client maps the server's own region and syncs with plain loads; after a
+ * region change it reads by RMA again. Caller memory is never mapped. */
+static void test_map_local(void)
+{
+    struct sdd_rmem_opts o = opts_for_test();
+    o.map_local = true;
+    o.grace_ms = 100;
+    const size_t len = 300000;
+    sdd_rmem_server *srv = serve(len, &o);
+    sdd_rmem_client *cl = attach(srv, &o);
+    CHECK(sdd_rmem_client_local(cl) != NULL);
+    CHECK_OK(sdd_rmem_client_sync(cl));
+    CHECK_EQ(ft_verify(sdd_rmem_client_memory(cl), len, SEED, 0), len);
+    uint8_t *s = sdd_rmem_server_region(srv, NULL);
+    s[777] ^= 0x55;
+    CHECK_OK(sdd_rmem_client_sync_range(cl, 777, 1, 3));
+    CHECK_EQ(((uint8_t *)sdd_rmem_client_memory(cl))[3], (uint8_t)(ft_byte(SEED, 777) ^ 0x55));
+    s[777] ^= 0x55;
+    /* This thread cannot answer during the resize: the client is dropped, sees the old
+     * mapping retired, and comes back (mapping the new region) on its next sync. */
+    CHECK_OK(sdd_rmem_server_resize(srv, 2 * len));
+    CHECK_OK(sdd_rmem_client_sync(cl));
+    struct sdd_rmem_client_stats cs;
+    sdd_rmem_client_stats(cl, &cs);
+    CHECK_EQ(cs.reconnects, 1);
+    CHECK(sdd_rmem_client_local(cl) != NULL);
+    CHECK_EQ(sdd_rmem_client_size(cl), 2 * len);
+    CHECK_EQ(ft_verify(sdd_rmem_client_memory(cl), len, SEED, 0), len);
+    sdd_rmem_client *plain =
+        attach(srv, &(struct sdd_rmem_opts){.provider = ft_provider, .timeout_ms = 2000});
+    CHECK(sdd_rmem_client_local(plain) == NULL); /* not asked for */
+    sdd_rmem_client_close(plain);
+    sdd_rmem_client_close(cl);
+    sdd_rmem_server_close(srv);
+
+    static uint64_t mine[1024];
+    CHECK_OK(sdd_rmem_server_open(&o, mine, sizeof(mine), &srv));
+    cl = attach(srv, &o);
+    CHECK(sdd_rmem_client_local(cl) == NULL); /* caller memory is no memfd */
+    CHECK_OK(sdd_rmem_client_sync(cl));
+    sdd_rmem_client_close(cl);
+    sdd_rmem_server_close(srv);
+}
+
 static void test_many_clients(void)
 {
     struct sdd_rmem_opts o = opts_for_test();
@@ -300,9 +344,10 @@ static sdd_err sync_until_error(sdd_rmem_client *cl, uint64_t *took_ns)
     return err;
 }
 
-static void test_server_death(bool graceful)
+static void test_server_death(bool graceful, bool map_local)
 {
     struct sdd_rmem_opts o = opts_for_test();
+    o.map_local = map_local;
     uint16_t port = 0;
     int cmd = -1;
     const size_t len = 4 << 20;
@@ -310,6 +355,7 @@ static void test_server_death(bool graceful)
     sdd_rmem_client *cl = NULL;
     CHECK_OK(sdd_rmem_client_connect(&o, "127.0.0.1", port, &cl));
     CHECK_REQUIRE(cl != NULL);
+    CHECK(map_local == (sdd_rmem_client_local(cl) != NULL));
     CHECK_OK(sdd_rmem_client_sync(cl));
     CHECK_EQ(ft_verify(sdd_rmem_client_memory(cl), len, SEED, 0), len);
     if (graceful) {
@@ -321,8 +367,8 @@ static void test_server_death(bool graceful)
     waitpid(pid, &status, 0);
     uint64_t took = 0;
     sdd_err err = sync_until_error(cl, &took);
-    printf("server %s: sync fails with %s after %.1f ms\n", graceful ? "closed" : "killed",
-           sdd_errname(err), took / 1e6);
+    printf("server %s%s: sync fails with %s after %.1f ms\n", graceful ? "closed" : "killed",
+           map_local ? " (region mapped here)" : "", sdd_errname(err), took / 1e6);
     CHECK(err != SDD_OK);
     if (graceful) {
         CHECK_EQ(err, SDD_ECONNRESET);
@@ -528,11 +574,14 @@ int main(int argc, char **argv)
 {
     ft_init(argc, argv);
     test_calls();
+    test_map_local();
     test_many_clients();
     test_resize();
     test_idle_client_dropped();
-    test_server_death(true);
-    test_server_death(false);
+    test_server_death(true, false);
+    test_server_death(false, false);
+    test_server_death(true, true);
+    test_server_death(false, true);
     test_client_death();
     test_full_server();
     test_garbage();
