@@ -44,6 +44,7 @@
 #include "sddaq/hist.h"
 
 #include "../examples/camera-sidechannel/camera_frame.h"
+#include "../examples/camera-sidechannel/camera_util.h"
 
 #define STAMP_BYTES 8
 
@@ -59,26 +60,6 @@ struct sender_report {
     int32_t err; /* errno of a failed setup or write, 0 = fine */
     uint64_t published, elapsed_ns, dropped, fill_ns_sum, fill_ns_max;
 };
-
-static atomic_bool stop_requested; /* lock-free, so a signal handler may set it */
-
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    atomic_store_explicit(&stop_requested, true, memory_order_relaxed);
-}
-
-static bool parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        return false;
-    }
-    *out = v;
-    return true;
-}
 
 static int parse_args(int argc, char **argv, struct cfg *c)
 {
@@ -164,11 +145,6 @@ static int parse_args(int argc, char **argv, struct cfg *c)
         return 2;
     }
     return -1;
-}
-
-static void tight_timers(void)
-{
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
 /* ---- sender (the camera) --------------------------------------------------------------------- */
@@ -333,11 +309,6 @@ out_close:
 }
 
 /* ---- main ------------------------------------------------------------------------------------ */
-
-static double us(uint64_t ns)
-{
-    return (double)ns / 1e3;
-}
 
 static bool report(const struct cfg *c, const struct sender_report *s, const struct recv_result *r,
                    int rerr)

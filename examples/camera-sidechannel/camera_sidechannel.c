@@ -31,6 +31,7 @@
 #include <sddaq/rmem.h>
 
 #include "camera_frame.h"
+#include "camera_util.h"
 
 struct cfg {
     const char *provider;
@@ -69,14 +70,6 @@ struct control_result {
     struct sdd_ksb_stats st;
 };
 
-static atomic_bool stop_requested; /* set from signal handlers: lock-free, so that is allowed */
-
-static void on_stop_signal(int sig)
-{
-    (void)sig;
-    atomic_store_explicit(&stop_requested, true, memory_order_relaxed);
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: camera_sidechannel [--provider P] [--fps N] [--seconds S]\n"
@@ -107,18 +100,6 @@ static void usage(FILE *f)
                "                  (default 50), then poll at most this far apart (default 20)\n"
                "Exit status 0 when every delivered frame was whole and right (and the age check,\n"
                "if asked, passed); 1 otherwise; 2 on bad usage.\n");
-}
-
-static bool parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi)) {
-        return false;
-    }
-    *out = v;
-    return true;
 }
 
 static int parse_args(int argc, char **argv, struct cfg *c)
@@ -266,13 +247,6 @@ static struct sdd_rmem_opts rmem_opts(const struct cfg *c)
     o.host = c->host;
     o.port = c->port;
     return o;
-}
-
-/* Both sides sleep in short steps (the camera until its next frame, the clone between header
- * polls); the default 50 us timer slack would stretch each of them. */
-static void tight_timers(void)
-{
-    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
 /* ---- camera --------------------------------------------------------------------------------- */
@@ -440,11 +414,6 @@ out_pattern:
 }
 
 /* ---- report --------------------------------------------------------------------------------- */
-
-static double us(uint64_t ns)
-{
-    return (double)ns / 1e3;
-}
 
 /* Print the summary (stdout, or stderr when JSON goes to stdout) and the JSON line. Returns
  * whether the run passed. cam is NULL in role control (the camera is elsewhere). */

@@ -209,25 +209,16 @@ static void handle_msg(sdd_rmem_client *cl, const struct rm_msg *m)
     }
 }
 
+static void on_msg(void *owner, const struct sdd_cqe *cqe, const struct rm_msg *m)
+{
+    (void)cqe;
+    handle_msg(owner, m);
+}
+
 static void handle_cqe(sdd_rmem_client *cl, const struct sdd_cqe *c)
 {
-    struct rm_msg m;
-    sdd_err derr = SDD_OK;
-    switch (rm_ctl_classify(&cl->ctl, c, &m, &derr)) {
-    case RM_CTL_RECEIVED:
-        if (derr != SDD_OK) {
-            SDD_WARN("rmem", "malformed control message (%zu bytes) from the server", c->len);
-            cl->stats.bad_messages++;
-        } else {
-            handle_msg(cl, &m);
-        }
-        rm_ctl_repost(&cl->ctl, c);
+    if (rm_ctl_handle(&cl->ctl, c, on_msg, cl, &cl->stats.bad_messages)) {
         return;
-    case RM_CTL_SENT:
-    case RM_CTL_RX_FAILED:
-        return;
-    case RM_CTL_NOT_MINE:
-        break;
     }
     if (c->kind == SDD_CQE_READ && c->ctx == READ_CTX(cl)) {
         cl->reads_out--;
@@ -477,24 +468,44 @@ static sdd_err sync_once(sdd_rmem_client *cl, size_t remote_off, size_t len, siz
     return err;
 }
 
-sdd_err sdd_rmem_client_sync_range(sdd_rmem_client *cl, size_t remote_off, size_t len,
-                                   size_t local_off)
+/* What one attempt of a public call does, after prepare(). */
+struct attempt {
+    size_t remote_off, len, local_off; /* sync */
+    uint64_t *rtt_ns;                  /* ping */
+    sdd_err (*run)(sdd_rmem_client *cl, const struct attempt *a);
+};
+
+/* Run an attempt, and a second one when the connection broke under the first: prepare() may
+ * reconnect in between. */
+static sdd_err with_retry(sdd_rmem_client *cl, const struct attempt *a)
 {
     if (cl == NULL) {
         return SDD_EINVAL;
     }
-    /* A second round when the connection broke under us: prepare() may reconnect. */
     sdd_err err = SDD_OK;
     for (int round = 0; round < 2; round++) {
         err = prepare(cl);
         if (err == SDD_OK) {
-            err = sync_once(cl, remote_off, len, local_off);
+            err = a->run(cl, a);
         }
         if (err == SDD_OK || !connection_error(err) || cl->reconnect_failed) {
             break;
         }
     }
     return err;
+}
+
+static sdd_err run_sync(sdd_rmem_client *cl, const struct attempt *a)
+{
+    return sync_once(cl, a->remote_off, a->len, a->local_off);
+}
+
+sdd_err sdd_rmem_client_sync_range(sdd_rmem_client *cl, size_t remote_off, size_t len,
+                                   size_t local_off)
+{
+    struct attempt a = {
+        .remote_off = remote_off, .len = len, .local_off = local_off, .run = run_sync};
+    return with_retry(cl, &a);
 }
 
 sdd_err sdd_rmem_client_sync(sdd_rmem_client *cl)
@@ -532,20 +543,13 @@ static sdd_err ping_once(sdd_rmem_client *cl, uint64_t *rtt_ns)
     return err;
 }
 
+static sdd_err run_ping(sdd_rmem_client *cl, const struct attempt *a)
+{
+    return ping_once(cl, a->rtt_ns);
+}
+
 sdd_err sdd_rmem_client_ping(sdd_rmem_client *cl, uint64_t *rtt_ns)
 {
-    if (cl == NULL) {
-        return SDD_EINVAL;
-    }
-    sdd_err err = SDD_OK;
-    for (int round = 0; round < 2; round++) {
-        err = prepare(cl);
-        if (err == SDD_OK) {
-            err = ping_once(cl, rtt_ns);
-        }
-        if (err == SDD_OK || !connection_error(err) || cl->reconnect_failed) {
-            break;
-        }
-    }
-    return err;
+    struct attempt a = {.rtt_ns = rtt_ns, .run = run_ping};
+    return with_retry(cl, &a);
 }

@@ -117,3 +117,28 @@ bool rm_ctl_idle(const struct rm_ctl *c)
 {
     return c->tx_nfree == c->tx_slots;
 }
+
+bool rm_ctl_handle(struct rm_ctl *c, const struct sdd_cqe *cqe, rm_ctl_msg_fn fn, void *owner,
+                   uint64_t *bad)
+{
+    struct rm_msg m;
+    sdd_err derr = SDD_OK;
+    switch (rm_ctl_classify(c, cqe, &m, &derr)) {
+    case RM_CTL_RECEIVED:
+        if (derr != SDD_OK) {
+            SDD_WARN("rmem", "malformed control message (%zu bytes) from %s", cqe->len,
+                     cqe->peer != NULL ? sdd_peer_name(cqe->peer) : "an unknown peer");
+            (*bad)++;
+        } else {
+            fn(owner, cqe, &m);
+        }
+        rm_ctl_repost(c, cqe);
+        return true;
+    case RM_CTL_SENT:
+    case RM_CTL_RX_FAILED:
+        return true;
+    case RM_CTL_NOT_MINE:
+        break;
+    }
+    return false;
+}

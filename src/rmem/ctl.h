@@ -45,6 +45,15 @@ enum rm_ctl_event rm_ctl_classify(struct rm_ctl *c, const struct sdd_cqe *cqe, s
                                   sdd_err *decode_err);
 sdd_err rm_ctl_repost(struct rm_ctl *c, const struct sdd_cqe *cqe);
 
+/* A received control message, for rm_ctl_handle(). */
+typedef void (*rm_ctl_msg_fn)(void *owner, const struct sdd_cqe *cqe, const struct rm_msg *msg);
+
+/* Handle cqe if it belongs to a control slot: a well-formed message goes to fn, a malformed
+ * one is logged and counted in *bad, and the receive slot is posted again. True when the cqe
+ * was ours (nothing left to do for the caller). */
+bool rm_ctl_handle(struct rm_ctl *c, const struct sdd_cqe *cqe, rm_ctl_msg_fn fn, void *owner,
+                   uint64_t *bad);
+
 /* True when every send slot is back (nothing of ours in flight). */
 bool rm_ctl_idle(const struct rm_ctl *c);
 

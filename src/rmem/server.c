@@ -164,26 +164,15 @@ static void handle_msg(sdd_rmem_server *srv, const struct sdd_cqe *cqe, const st
     }
 }
 
+static void on_msg(void *owner, const struct sdd_cqe *cqe, const struct rm_msg *m)
+{
+    handle_msg(owner, cqe, m);
+}
+
 static void handle_cqe(sdd_rmem_server *srv, const struct sdd_cqe *cqe)
 {
-    struct rm_msg m;
-    sdd_err derr = SDD_OK;
-    switch (rm_ctl_classify(&srv->ctl, cqe, &m, &derr)) {
-    case RM_CTL_RECEIVED:
-        if (derr != SDD_OK) {
-            SDD_WARN("rmem", "malformed control message (%zu bytes) from %s", cqe->len,
-                     cqe->peer ? sdd_peer_name(cqe->peer) : "?");
-            srv->stats.bad_messages++;
-        } else {
-            handle_msg(srv, cqe, &m);
-        }
-        rm_ctl_repost(&srv->ctl, cqe);
+    if (rm_ctl_handle(&srv->ctl, cqe, on_msg, srv, &srv->stats.bad_messages)) {
         return;
-    case RM_CTL_SENT:
-    case RM_CTL_RX_FAILED:
-        return;
-    case RM_CTL_NOT_MINE:
-        break;
     }
     if (cqe->kind == SDD_CQE_PEER_DOWN) {
         struct srv_client *c = find_client(srv, cqe->peer);
