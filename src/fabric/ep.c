@@ -276,6 +276,9 @@ static sdd_err open_objects(sdd_ep *ep)
         rc = fi_av_open(ep->domain, &av_attr, &ep->av, NULL);
     }
     if (rc == 0) {
+        if (core_name_is(fi->fabric_attr->prov_name, "shm")) {
+            ep_shm_remove_stale();
+        }
         what = "fi_endpoint";
         rc = fi_endpoint(ep->domain, fi, &ep->fid, NULL);
     }

@@ -148,4 +148,7 @@ void ep_tick(sdd_ep *ep, uint64_t now);
 /* Convert a libfabric return code (negative FI_E*) to sdd_err. */
 sdd_err ep_err_from_fi(int fi_rc);
 
+/* Remove shm regions left in /dev/shm by a killed process that had this PID (shm_stale.c). */
+void ep_shm_remove_stale(void);
+
 #endif

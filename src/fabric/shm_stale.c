@@ -1,0 +1,88 @@
+/* Stale shared-memory regions of libfabric's shm provider. shm names an endpoint's region
+ * /dev/shm/PID:INDEX:... and removes it on a clean exit; a process that is killed leaves it
+ * behind. When the PID comes round again, the new process's endpoint of the same index finds
+ * the name taken and fi_enable() fails with EBUSY. Before its first shm endpoint, a process
+ * removes the regions named with its own PID that are older than itself: they belonged to a
+ * dead process that had this PID, never to a live one. */
+#include <dirent.h>
+#include <stdbool.h>
+#include <sys/types.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fabric/ep_internal.h"
+#include "sddaq/log.h"
+
+/* This process's start, in seconds since the epoch (0 if unknown). */
+static time_t process_start(void)
+{
+    unsigned long long start_ticks = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    /* Field 22 is starttime; field 2 (comm) may hold spaces, so start after its ')'. */
+    char buf[1024];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                   "%*d %*d %*d %*d %llu",
+                            &start_ticks) != 1) {
+        return 0;
+    }
+    unsigned long long btime = 0;
+    f = fopen("/proc/stat", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    char line[256];
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "btime %llu", &btime) == 1) {
+            break;
+        }
+    }
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    return btime != 0 && hz > 0 ? (time_t)(btime + start_ticks / (unsigned long long)hz) : 0;
+}
+
+void ep_shm_remove_stale(void)
+{
+    /* Once per process (a forked child is a new one); endpoints are opened from one thread at
+     * a time. */
+    static pid_t done_for;
+    if (done_for == getpid()) {
+        return;
+    }
+    done_for = getpid();
+    time_t start = process_start();
+    DIR *d = opendir("/dev/shm");
+    if (start == 0 || d == NULL) {
+        if (d != NULL) {
+            closedir(d);
+        }
+        return;
+    }
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) {
+            continue;
+        }
+        char path[300];
+        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+        struct stat st;
+        /* Older than this process, by more than the clock's granularity: not ours. */
+        if (stat(path, &st) == 0 && st.st_mtime + 1 < start && unlink(path) == 0) {
+            SDD_INFO("fabric", "removed %s, left by a killed process that had this pid", path);
+        }
+    }
+    closedir(d);
+}
