@@ -74,4 +74,14 @@ static inline int check_skip(const char *why)
     return CHECK_SKIP;
 }
 
+/* xorshift64: a fast, reproducible pseudo-random sequence for tests (state must not be 0). */
+static inline uint64_t check_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
 #endif

@@ -31,8 +31,9 @@ static time_t process_start(void)
     fclose(f);
     buf[n] = '\0';
     char *p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-                                   "%*d %*d %*d %*d %llu",
+    if (p == NULL || sscanf(p + 2,
+                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                            "%*d %*d %*d %*d %llu",
                             &start_ticks) != 1) {
         return 0;
     }

@@ -6,19 +6,10 @@
 #include <stdatomic.h>
 #include <sys/wait.h>
 
-#include "fabtest.h"
+#include "rmtest.h"
 #include "sddaq/rmem.h"
 
 static uint64_t slow = 1; /* pace multiplier for slow copy paths */
-
-static struct sdd_rmem_opts opts_for_test(void)
-{
-    struct sdd_rmem_opts o;
-    sdd_rmem_opts_default(&o);
-    o.provider = ft_provider;
-    o.host = "127.0.0.1";
-    return o;
-}
 
 /* Element content: the pattern of its sequence number, so any mix of two elements shows. */
 static void fill_elem(uint8_t *p, size_t len, uint64_t seq)

@@ -6,20 +6,11 @@
 #include <stdatomic.h>
 #include <sys/wait.h>
 
-#include "fabtest.h"
+#include "rmtest.h"
 #include "rmem/wire.h"
 #include "sddaq/rmem.h"
 
 #define SEED 0x5eed
-
-static struct sdd_rmem_opts opts_for_test(void)
-{
-    struct sdd_rmem_opts o;
-    sdd_rmem_opts_default(&o);
-    o.provider = ft_provider;
-    o.host = "127.0.0.1";
-    return o;
-}
 
 static sdd_rmem_server *serve(size_t len, const struct sdd_rmem_opts *o)
 {

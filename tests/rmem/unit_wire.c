@@ -19,11 +19,7 @@ static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
 
 static uint64_t rnd(void)
 {
-    uint64_t x = rng_state;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return rng_state = x;
+    return check_rand(&rng_state);
 }
 
 static uint8_t inline_data[1000];
