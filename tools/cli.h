@@ -16,6 +16,7 @@ struct cli_command {
 int cmd_perf(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_rmem(int argc, char **argv);
+int cmd_trigger(int argc, char **argv);
 
 /* Parse "4096", "64K", "16M", "1G" into bytes; -1 on malformed input. */
 int cli_parse_size(const char *s, uint64_t *out);

@@ -8,6 +8,7 @@ static const struct cli_command commands[] = {
     {"perf", "transport benchmark: server, client, self (perftest style)", cmd_perf},
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
     {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},
+    {"trigger", "software triggers: hough (CMS L1 track finder)", cmd_trigger},
 };
 
 static void usage(FILE *out)

@@ -10,5 +10,7 @@
 #include "sddaq/pool.h"
 #include "sddaq/ring.h"
 #include "sddaq/fabric.h"
+#include "sddaq/rmem.h"
+#include "sddaq/trigger.h"
 
 #endif

@@ -69,20 +69,4 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     return 0;
 }
 
-#ifdef FUZZ_STANDALONE
-#include <stdio.h>
-int main(int argc, char **argv)
-{
-    for (int i = 1; i < argc; i++) {
-        FILE *f = fopen(argv[i], "rb");
-        if (f == NULL) {
-            continue;
-        }
-        static uint8_t buf[1 << 20];
-        size_t n = fread(buf, 1, sizeof(buf), f);
-        fclose(f);
-        LLVMFuzzerTestOneInput(buf, n);
-    }
-    return 0;
-}
-#endif
+#include "fuzz_standalone.h"
