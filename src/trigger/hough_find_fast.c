@@ -65,38 +65,38 @@ window_masks(sdd_hough_shape shape, int nrows, int nblocks, struct hough_line l,
 
 typedef float f32x8 __attribute__((vector_size(32)));
 
-static inline i32x8 sel_i(i32x8 m, i32x8 a, i32x8 b)
+static inline __attribute__((always_inline)) i32x8 sel_i(i32x8 m, i32x8 a, i32x8 b)
 {
     return (m & a) | (~m & b);
 }
 
-static inline f32x8 sel_f(i32x8 m, f32x8 a, f32x8 b)
+static inline __attribute__((always_inline)) f32x8 sel_f(i32x8 m, f32x8 a, f32x8 b)
 {
     return (f32x8)((m & (i32x8)a) | (~m & (i32x8)b));
 }
 
-static inline i32x8 isfinite_x8(f32x8 v)
+static inline __attribute__((always_inline)) i32x8 isfinite_x8(f32x8 v)
 {
     return ((i32x8)v & 0x7fffffff) < 0x7f800000;
 }
 
-static inline f32x8 to_f(i32x8 v)
+static inline __attribute__((always_inline)) f32x8 to_f(i32x8 v)
 {
     return __builtin_convertvector(v, f32x8);
 }
 
-static inline i32x8 to_i(f32x8 v)
+static inline __attribute__((always_inline)) i32x8 to_i(f32x8 v)
 {
     return __builtin_convertvector(v, i32x8);
 }
 
-static inline f32x8 clamp_f(f32x8 v, float lo, float hi)
+static inline __attribute__((always_inline)) f32x8 clamp_f(f32x8 v, float lo, float hi)
 {
     v = sel_f(v < lo, (f32x8){0} + lo, v);
     return sel_f(v > hi, (f32x8){0} + hi, v);
 }
 
-static inline i32x8 to_fx_x8(f32x8 rows, float limit)
+static inline __attribute__((always_inline)) i32x8 to_fx_x8(f32x8 rows, float limit)
 {
     return to_i(clamp_f(rows, -limit, limit) * (float)HOUGH_FX_ONE);
 }
