@@ -236,9 +236,12 @@ static void test_fast_writer(size_t esz, uint64_t pace_ns, sdd_ksb_mode mode)
     sdd_ksb_set_mode(cl, mode);
     uint64_t bad = 0, got = 0, first = 0, last = 0, backwards = 0;
     uint64_t t0 = sdd_now_ns();
+    /* Wait well beyond one writer period: a 100 ms wait on a 100 ms writer times out
+     * whenever a push comes late. */
+    int wait_ms = (int)(3 * pace_ns / SDD_NS_PER_MS) + 100;
     while (sdd_now_ns() - t0 < 1500 * SDD_NS_PER_MS) {
         struct sdd_ksb_elem e;
-        sdd_err err = sdd_ksb_wait_next(cl, 100, &e);
+        sdd_err err = sdd_ksb_wait_next(cl, wait_ms, &e);
         if (err == SDD_ETIMEDOUT && pace_ns == 0) {
             continue; /* starved by the writer: counted as torn retries */
         }
