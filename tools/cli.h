@@ -25,6 +25,9 @@ int cli_parse_size(const char *s, uint64_t *out);
  * written to sizes (at most max), or -1 on malformed input. */
 int cli_parse_sizes(const char *s, uint64_t *sizes, int max);
 
+/* Parse a finite decimal number ("2.5", "1e-3"), nothing after it; -1 on malformed input. */
+int cli_parse_double(const char *s, double *out);
+
 /* Split "host:port" (also "[v6]:port"); -1 on malformed input. */
 int cli_parse_hostport(const char *s, char *host, size_t host_len, uint16_t *port);
 

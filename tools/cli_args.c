@@ -1,6 +1,7 @@
 /* Argument parsing shared by subcommands: sizes with K/M/G suffixes, size lists and ranges,
- * host:port pairs. Malformed input is reported to the caller, never guessed at. */
+ * decimal numbers, host:port pairs. Malformed input is reported to the caller, never guessed at. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,5 +120,17 @@ int cli_parse_hostport(const char *s, char *host, size_t host_len, uint16_t *por
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     *port = (uint16_t)p;
+    return 0;
+}
+
+int cli_parse_double(const char *s, double *out)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) {
+        return -1;
+    }
+    *out = v;
     return 0;
 }

@@ -78,8 +78,9 @@ static int parse_option(struct perf_opts *o, int c, const char *arg)
     case 'n':
         return cli_parse_size(arg, &o->iters) == 0 && o->iters > 0 ? 0 : -1;
     case 'D':
-        o->duration = atof(arg);
-        return o->duration > 0 && o->duration < 3600 ? 0 : -1;
+        return cli_parse_double(arg, &o->duration) == 0 && o->duration > 0 && o->duration < 3600
+                   ? 0
+                   : -1;
     case 'w':
         if (cli_parse_size(arg, &v) != 0 || v == 0 || v > 512) {
             return -1;

@@ -236,15 +236,13 @@ int cmd_rmem(int argc, char **argv)
             bad = cli_parse_size(optarg, &o.element) != 0 || o.element < 16;
             break;
         case 'r':
-            o.rate = atof(optarg);
-            bad = o.rate <= 0;
+            bad = cli_parse_double(optarg, &o.rate) != 0 || o.rate <= 0;
             break;
         case 'n':
             bad = cli_parse_size(optarg, &o.count) != 0 || o.count == 0;
             break;
         case 'D':
-            o.seconds = atof(optarg);
-            bad = o.seconds <= 0;
+            bad = cli_parse_double(optarg, &o.seconds) != 0 || o.seconds <= 0;
             break;
         case OPT_JSON:
             o.json = true;

@@ -506,13 +506,11 @@ out:
 
 static int parse_float(const char *s, float *out)
 {
-    char *end = NULL;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !isfinite(v)) {
+    double v = 0;
+    if (cli_parse_double(s, &v) != 0 || !isfinite((float)v)) {
         return -1;
     }
-    *out = v;
+    *out = (float)v;
     return 0;
 }
 
