@@ -1,10 +1,10 @@
 /* The fast Hough finder. The seed keeps, per cell, a layer mask, a counter and 30 stub slots
  * (128 KiB for 32 x 32 cells, far beyond L1). Here the hot state is one 32-bit row mask per
- * column and layer (768 B): a stub ORs a contiguous band of rows into each column its bend
- * allows, a bit-sliced counter finds the cells with enough layers, and only for those few
- * cells does a second pass collect stub lists. Both passes are branch-free loops over 32
- * columns that the compiler turns into SIMD code (an x86-64-v3 clone (AVX2, POPCNT, BMI) is picked
- * at load time). */
+ * column and layer (under 2 KiB with padding): a stub ORs a contiguous band of rows into each
+ * column its bend allows, a bit-sliced counter finds the cells with enough layers, and only
+ * for those few cells does a second pass collect stub lists. Stub lines are set up 8 at a
+ * time and the column work runs 8 columns at a time in GCC vector types; an x86-64-v3 clone
+ * (AVX2, POPCNT, BMI) is picked at load time. */
 #include <string.h>
 
 #include "trigger/hough_impl.h"

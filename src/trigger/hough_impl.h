@@ -26,7 +26,7 @@ struct hough_seed_cell {
 struct sdd_hough {
     sdd_hough_opts opts;
     struct hough_frame frame;
-    /* Hot state of the fast finder: one row bit per column and layer (6 x 32 x 4 = 768 B). */
+    /* Hot state of the fast finder: one row bit per column and layer (7 x 64 x 4 B, padded). */
     /* Planes and candidate rows are padded past the last column, so that a stub's window of
      * columns (which starts at its first column) never needs a bounds check. */
     _Alignas(64) uint32_t planes[SDD_HOUGH_MAX_LAYERS][HOUGH_PADDED_COLS];
