@@ -143,9 +143,15 @@ static void handle_msg(sdd_rmem_server *srv, const struct sdd_cqe *cqe, const st
     }
     switch (m->type) {
     case RM_PING: {
+        /* Counted and published before the pong leaves, so a client that has its answer
+         * never reads a count without it. */
         struct rm_msg pong = {.type = RM_PONG, .ping = m->ping};
-        if (send_ctl(srv, c->peer, &pong) == SDD_OK) {
-            srv->stats.pings++;
+        srv->stats.pings++;
+        if (srv->thread_started) {
+            srv_publish_stats(srv);
+        }
+        if (send_ctl(srv, c->peer, &pong) != SDD_OK) {
+            srv->stats.pings--;
         }
         break;
     }
