@@ -29,6 +29,8 @@ static void usage(FILE *out)
             "      --map M        rect or hex (default rect; bench: both)\n"
             "      --impl I       fast or seed, the literal port of the seed's cell layout\n"
             "                     (default fast; bench: both)\n"
+            "      --simd V       the fast impl's vectors: auto (default), x8 (8 lanes, AVX2\n"
+            "                     where the CPU has it) or avx512 (16 stubs at a time)\n"
             "      --merge        merge clusters of neighbouring candidate cells\n"
             "      --bend-window W  a stub fills only q/pT columns within W c/GeV of its bend\n"
             "                     (default 0.25; 0 = off)\n"
@@ -159,6 +161,25 @@ const char *trig_impl_name(sdd_hough_impl i)
     return i == SDD_HOUGH_SEED ? "seed" : "fast";
 }
 
+const char *trig_simd_name(sdd_hough_simd s)
+{
+    return s == SDD_HOUGH_SIMD_AVX512 ? "avx512" : s == SDD_HOUGH_SIMD_X8 ? "x8" : "auto";
+}
+
+const char *trig_simd_taken(const struct trig_opts *o)
+{
+    sdd_hough_opts ho;
+    sdd_hough_opts_default(&ho);
+    ho.simd = o->simd;
+    sdd_hough *h = NULL;
+    if (sdd_hough_create(&ho, &h) != SDD_OK) {
+        return NULL;
+    }
+    const char *name = trig_simd_name(sdd_hough_get_opts(h)->simd);
+    sdd_hough_destroy(h);
+    return name;
+}
+
 void trig_finder_opts(const struct trig_opts *o, const sdd_hough_geom *events_geom,
                       sdd_hough_shape shape, sdd_hough_impl impl, bool merge, sdd_hough_opts *out)
 {
@@ -169,6 +190,7 @@ void trig_finder_opts(const struct trig_opts *o, const sdd_hough_geom *events_ge
     }
     out->shape = shape;
     out->impl = impl;
+    out->simd = o->simd;
     out->merge = merge;
     out->cell_scale = o->cell_scale[shape];
 }
@@ -406,6 +428,7 @@ static int hough_run(const struct trig_opts *o)
                 sdd_strerror(err != SDD_OK ? err : SDD_ENOMEM));
         goto out;
     }
+    fo.simd = sdd_hough_get_opts(h)->simd; /* the path taken */
     if (o->output != NULL) {
         csv = fopen(o->output, "w");
         if (csv == NULL) {
@@ -460,6 +483,7 @@ static int hough_run(const struct trig_opts *o)
         tj_str(&j, "source", what);
         tj_str(&j, "map", trig_shape_name(fo.shape));
         tj_str(&j, "impl", trig_impl_name(fo.impl));
+        tj_str(&j, "simd", trig_simd_name(fo.simd));
         tj_bool(&j, "merge", fo.merge);
         tj_num(&j, "bend_window", fo.geom.bend_window > 0 ? fo.geom.bend_window : 0);
         tj_uint(&j, "candidates_min", cmin);
@@ -545,6 +569,7 @@ static int parse_count(const char *s, int *out)
 enum {
     OPT_MAP = 256,
     OPT_IMPL,
+    OPT_SIMD,
     OPT_MERGE,
     OPT_BEND,
     OPT_RECT_SCALE,
@@ -564,6 +589,7 @@ int cmd_trigger(int argc, char **argv)
         {"seed", required_argument, NULL, 's'},
         {"map", required_argument, NULL, OPT_MAP},
         {"impl", required_argument, NULL, OPT_IMPL},
+        {"simd", required_argument, NULL, OPT_SIMD},
         {"merge", no_argument, NULL, OPT_MERGE},
         {"bend-window", required_argument, NULL, OPT_BEND},
         {"rect-scale", required_argument, NULL, OPT_RECT_SCALE},
@@ -629,6 +655,17 @@ int cmd_trigger(int argc, char **argv)
                 o.impl = SDD_HOUGH_FAST;
             } else if (strcmp(optarg, "seed") == 0) {
                 o.impl = SDD_HOUGH_SEED;
+            } else {
+                bad = true;
+            }
+            break;
+        case OPT_SIMD:
+            if (strcmp(optarg, "auto") == 0) {
+                o.simd = SDD_HOUGH_SIMD_AUTO;
+            } else if (strcmp(optarg, "x8") == 0) {
+                o.simd = SDD_HOUGH_SIMD_X8;
+            } else if (strcmp(optarg, "avx512") == 0) {
+                o.simd = SDD_HOUGH_SIMD_AVX512;
             } else {
                 bad = true;
             }

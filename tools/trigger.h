@@ -22,6 +22,7 @@ struct trig_opts {
     bool shape_given;
     sdd_hough_impl impl;
     bool impl_given;
+    sdd_hough_simd simd; /* the fast impl's vector path (auto by default) */
     bool merge;
     float bend_window;
     bool bend_given;
@@ -47,6 +48,13 @@ struct trig_source {
 
 /* Open the source the options describe, for pileup level pu when generating; events is the
  * number to deliver (0 = all of a file). Prints a message and returns nonzero on error. */
+/* "auto", "x8" or "avx512". */
+const char *trig_simd_name(sdd_hough_simd s);
+
+/* The vector path a fast finder with these options takes on this CPU, or NULL when it cannot
+ * be had (avx512 asked for on a CPU without it). */
+const char *trig_simd_taken(const struct trig_opts *o);
+
 int trig_source_open(struct trig_source *src, const struct trig_opts *o, float pu, uint64_t events);
 
 /* 1 = an event was delivered, 0 = the source is done, -1 = error (printed). Stubs come as a

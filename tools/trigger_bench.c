@@ -382,7 +382,8 @@ static void print_table(const struct trig_opts *o, const struct bench_set *set,
     printf("finder      %ux%u maps, bend window ", g->ncols, g->nrows);
     float bw = o->bend_given ? o->bend_window : g->bend_window;
     printf(bw > 0 ? "%.3g c/GeV" : "off", bw);
-    printf(", merge %s\n", o->merge ? "on" : "off");
+    printf(", merge %s; fast impl on %s vectors\n", o->merge ? "on" : "off",
+           trig_simd_taken(o) ? trig_simd_taken(o) : "(unavailable)");
     printf("method      %d round(s), variants alternating; each turn a warm-up pass, then %d timed "
            "pass(es);\n            figures: median over rounds [min-max]; clock pair %" PRIu64
            " ns, included\n\n",

@@ -102,11 +102,21 @@ typedef enum sdd_hough_impl {
                          * cell, whole map cleared per event): the reference and the baseline */
 } sdd_hough_impl;
 
+/* The vector code of the FAST finder. Every choice gives the same output. */
+typedef enum sdd_hough_simd {
+    SDD_HOUGH_SIMD_AUTO = 0,   /* AVX512 where the CPU has it, else X8 */
+    SDD_HOUGH_SIMD_X8 = 1,     /* 8-lane vectors, stub by stub (an AVX2 build where the CPU
+                                * has AVX2; portable C elsewhere) */
+    SDD_HOUGH_SIMD_AVX512 = 2, /* 16 stubs at a time, column by column (x86-64-v4);
+                                * sdd_hough_create gives SDD_ENOTSUP on other CPUs */
+} sdd_hough_simd;
+
 typedef struct sdd_hough_opts {
     sdd_hough_geom geom;
     sdd_hough_shape shape;
     sdd_hough_impl impl;
-    bool merge; /* merge clusters of neighbouring candidate cells into one track */
+    sdd_hough_simd simd; /* FAST only; sdd_hough_get_opts() reports the one taken */
+    bool merge;          /* merge clusters of neighbouring candidate cells into one track */
     /* Cell test: a stub counts for a cell when its line crosses the cell shrunk by cell_scale
      * about its centre. 1 (default) = the line crosses the cell; smaller values accept only
      * lines through the cell's core: fewer fakes, some efficiency lost (docs/trigger.md).
@@ -114,7 +124,7 @@ typedef struct sdd_hough_opts {
     float cell_scale;
 } sdd_hough_opts;
 
-/* geom = defaults, RECT, FAST, no merge, cell_scale 1. */
+/* geom = defaults, RECT, FAST, SIMD AUTO, no merge, cell_scale 1. */
 SDD_API void sdd_hough_opts_default(sdd_hough_opts *o);
 
 enum sdd_hough_track_flags {
@@ -133,7 +143,8 @@ typedef struct sdd_hough_track {
     uint16_t nstubs; /* stubs that crossed the cell; only the first SDD_HOUGH_CELL_SLOTS kept */
     uint16_t flags;  /* sdd_hough_track_flags */
     uint16_t ncells; /* cells in the merged cluster (1 when not merged) */
-    uint16_t stubs[SDD_HOUGH_CELL_SLOTS]; /* indices into the input stub array, ascending */
+    /* Indices into the input stub array, by layer (innermost first), then ascending. */
+    uint16_t stubs[SDD_HOUGH_CELL_SLOTS];
 } sdd_hough_track;
 
 typedef struct sdd_hough sdd_hough;

@@ -22,12 +22,13 @@ static void clear_map(sdd_hough *h)
 static void mark_cells(sdd_hough *h, const sdd_stub *stubs, size_t n)
 {
     const struct hough_frame *f = &h->frame;
-    for (size_t s = 0; s < n; s++) {
+    /* Stubs in (layer, index) order, so that each cell's slots fill in the order the stub
+     * lists are defined in. */
+    h->norder = hough_layer_order(stubs, n, h->opts.geom.nlayers, 1, h->order, h->group);
+    for (size_t k = 0; k < h->norder; k++) {
+        unsigned s = h->order[k];
         struct hough_line l;
         hough_line_init(f, &stubs[s], true, &l);
-        if (l.layer >= h->opts.geom.nlayers) {
-            continue;
-        }
         for (int i = l.c0; i <= l.c1; i++) {
             uint32_t rows = hough_band(f->shape, f->nrows, &l, i);
             for (; rows != 0; rows &= rows - 1) {
@@ -36,7 +37,7 @@ static void mark_cells(sdd_hough *h, const sdd_stub *stubs, size_t n)
                 c->layers |= 1u << l.layer;
                 uint32_t slot = c->count++;
                 if (slot < SDD_HOUGH_CELL_SLOTS) {
-                    c->stubs[slot] = (uint32_t)s;
+                    c->stubs[slot] = s;
                 }
             }
         }

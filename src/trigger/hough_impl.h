@@ -7,13 +7,16 @@
 
 #define HOUGH_MAX_CELLS   (SDD_HOUGH_MAX_DIM * SDD_HOUGH_MAX_DIM)
 #define HOUGH_PADDED_COLS (2 * SDD_HOUGH_MAX_DIM)
+#define HOUGH_X16_LANES   16 /* stubs per block on the AVX-512 path */
 
 /* A candidate cell: the seed's cell layout (layer mask, counter, 30 slots), kept only for
  * cells that pass the layer rule. */
 struct hough_cand {
     uint8_t col, row, layers, nlayers;
     uint16_t count;
-    uint16_t stubs[SDD_HOUGH_CELL_SLOTS + 1]; /* +1: a scratch slot for branch-free appends */
+    /* Room past the kept slots for branch-free appends: one index (portable path) or a
+     * whole 16-lane store that starts at a slot below 32 (AVX-512 path). */
+    uint16_t stubs[32 + HOUGH_X16_LANES];
 };
 
 /* The seed's map cell: 32-bit mask, counter and slots, 128 bytes. */
@@ -22,6 +25,10 @@ struct hough_seed_cell {
     uint32_t count;
     uint32_t stubs[SDD_HOUGH_CELL_SLOTS];
 };
+
+/* The AVX-512 path works on blocks of 16 stubs of one layer, padded: up to this many
+ * positions. */
+#define HOUGH_ORDER_SLOTS (SDD_HOUGH_MAX_STUBS + SDD_HOUGH_MAX_LAYERS * HOUGH_X16_LANES)
 
 struct sdd_hough {
     sdd_hough_opts opts;
@@ -38,18 +45,44 @@ struct sdd_hough {
     float row_phi[2][SDD_HOUGH_MAX_DIM]; /* by column parity (hex odd columns shift) */
     unsigned ncands;
     struct hough_cand cands[HOUGH_MAX_CELLS];
+    /* Stubs with a valid layer in (layer, index) order (hough_layer_order). */
+    size_t norder;
+    size_t group[SDD_HOUGH_MAX_LAYERS + 1];
+    _Alignas(64) uint16_t order[HOUGH_ORDER_SLOTS];
     struct hough_line lines[SDD_HOUGH_MAX_STUBS];
-    /* Pass 1 -> 2: each stub's row masks for columns c0 .. c0 + 8 * window_blocks - 1. */
-    _Alignas(64) uint32_t stub_rows[SDD_HOUGH_MAX_STUBS][SDD_HOUGH_MAX_DIM];
+    union {
+        /* Pass 1 -> 2: each stub's row masks for columns c0 .. c0 + 8 * window_blocks - 1. */
+        _Alignas(64) uint32_t stub_rows[SDD_HOUGH_MAX_STUBS][SDD_HOUGH_MAX_DIM];
+        /* AVX-512 path: position p's row masks in column c at x16_rows[c * norder + p]. */
+        _Alignas(64) uint32_t x16_rows[SDD_HOUGH_MAX_DIM * HOUGH_ORDER_SLOTS];
+    };
+    const sdd_stub *in; /* the stubs of the event being found (for the output step) */
+    bool use_x16;       /* the AVX-512 path */
     struct hough_seed_cell (*seed_map)[SDD_HOUGH_MAX_DIM]; /* SEED impl only */
 };
+
+/* The indices of the stubs with layer < nlayers, grouped by layer, ascending in each: layer
+ * l's at order[group[l]] .. order[group[l + 1] - 1], each group padded with HOUGH_ORDER_PAD
+ * to a multiple of pad (a power of two). Returns group[nlayers]. */
+#define HOUGH_ORDER_PAD 0xffffu
+size_t hough_layer_order(const sdd_stub *stubs, size_t n, unsigned nlayers, unsigned pad,
+                         uint16_t *order, size_t *group);
+
+/* Candidate bits per column from the planes, and each candidate's cell, index and layer
+ * mask (stub lists empty); returns the candidate count. */
+unsigned hough_mark_candidates(sdd_hough *h);
+
+/* True when this CPU can run the AVX-512 path. */
+bool hough_x16_supported(void);
 
 /* 8-column blocks that cover the widest column range the bend window allows. */
 int hough_window_blocks(const struct hough_frame *f);
 
-/* Each fills h->cands (in (col, row) order, stubs ascending), h->cand_rows and h->ncands. */
+/* Each fills h->cands (in (col, row) order, stubs in (layer, index) order), h->cand_rows and
+ * h->ncands. */
 void hough_find_fast(sdd_hough *h, const sdd_stub *stubs, size_t n);
 void hough_find_seed(sdd_hough *h, const sdd_stub *stubs, size_t n);
+void hough_find_x16(sdd_hough *h, const sdd_stub *stubs, size_t n);
 
 /* Turn h->cands into tracks, merging clusters when asked; returns the track count. */
 size_t hough_emit(sdd_hough *h, sdd_hough_track *out, size_t max_out);

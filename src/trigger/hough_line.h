@@ -104,7 +104,8 @@ static inline float hough_hex_reach(float b)
 }
 
 /* Fill l for stub s; use_bend = false ignores the bend window. Non-finite input gives a line
- * that fills nothing. The fast finder has an 8-lane copy (lines_x8): change both together. */
+ * that fills nothing. hough_lines_vec.h is the vector copy (8 or 16 lanes): change both
+ * together. */
 static inline void hough_line_init(const struct hough_frame *f, const sdd_stub *s, bool use_bend,
                                    struct hough_line *l)
 {

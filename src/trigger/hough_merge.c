@@ -4,6 +4,7 @@
  * reported once (see cluster_track) with the union of their stubs. Merging removes the
  * neighbour duplicates that bleeding clusters make; docs/trigger.md shows what it costs. */
 #include <math.h>
+#include <string.h>
 
 #include "trigger/hough_impl.h"
 
@@ -24,14 +25,24 @@ static void to_track(const sdd_hough *h, const struct hough_cand *c, sdd_hough_t
     t->nstubs = c->count;
     t->flags = c->count > SDD_HOUGH_CELL_SLOTS ? SDD_TRACK_OVERFLOW : 0;
     t->ncells = 1;
-    unsigned kept = c->count < SDD_HOUGH_CELL_SLOTS ? c->count : SDD_HOUGH_CELL_SLOTS;
-    for (unsigned k = 0; k < kept; k++) {
-        t->stubs[k] = c->stubs[k];
+    /* All 30 slots in four 8-lane copies (the last two overlap), zero past the kept ones:
+     * no branch on the count. */
+    _Static_assert(SDD_HOUGH_CELL_SLOTS == 30, "four 8-slot copies cover the slots");
+    typedef int16_t i16x8 __attribute__((vector_size(16))); /* signed compares: SSE2 has them */
+    const i16x8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    int16_t count = (int16_t)(c->count < 32 ? c->count : 32);
+    const i16x8 kept = {count, count, count, count, count, count, count, count};
+    for (int at = 0; at < 32; at += 8) {
+        i16x8 v;
+        int from = at < 24 ? at : SDD_HOUGH_CELL_SLOTS - 8; /* the last copy overlaps */
+        memcpy(&v, &c->stubs[from], sizeof(v));
+        v &= lane + (int16_t)from < kept;
+        memcpy(&t->stubs[from], &v, sizeof(v));
     }
 }
 
-/* A merged track carries the union of its cells' stubs (ascending; the first 30 kept, the
- * rest counted): the duplicates it replaces each held part of the track. */
+/* A merged track carries the union of its cells' stubs (in (layer, index) order; the first
+ * 30 kept, the rest counted): the duplicates it replaces each held part of the track. */
 static void union_stubs(const sdd_hough *h, const uint16_t *cells, unsigned n, sdd_hough_track *t)
 {
     uint64_t seen[SDD_HOUGH_MAX_STUBS / 64] = {0};
@@ -51,12 +62,21 @@ static void union_stubs(const sdd_hough *h, const uint16_t *cells, unsigned n, s
         }
     }
     unsigned count = 0;
-    for (unsigned w = 0; w < top; w++) {
-        for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
-            if (count < SDD_HOUGH_CELL_SLOTS) {
-                t->stubs[count] = (uint16_t)(w * 64 + (unsigned)__builtin_ctzll(bits));
+    for (unsigned l = 0; l < SDD_HOUGH_MAX_LAYERS; l++) {
+        if (!(layers & (1u << l))) {
+            continue;
+        }
+        for (unsigned w = 0; w < top; w++) {
+            for (uint64_t bits = seen[w]; bits != 0; bits &= bits - 1) {
+                unsigned s = w * 64 + (unsigned)__builtin_ctzll(bits);
+                if (h->in[s].layer != l) {
+                    continue;
+                }
+                if (count < SDD_HOUGH_CELL_SLOTS) {
+                    t->stubs[count] = (uint16_t)s;
+                }
+                count++;
             }
-            count++;
         }
     }
     /* Stubs beyond a full cell's slots are known only by its counter. */
@@ -121,21 +141,15 @@ static void cluster_track(const sdd_hough *h, const uint16_t *cells, unsigned n,
     }
 }
 
-/* Stubs two candidates have in common (their kept lists are ascending). */
+/* Stubs two candidates have in common among their kept lists. */
 static unsigned shared_stubs(const struct hough_cand *a, const struct hough_cand *b)
 {
     unsigned na = a->count < SDD_HOUGH_CELL_SLOTS ? a->count : SDD_HOUGH_CELL_SLOTS;
     unsigned nb = b->count < SDD_HOUGH_CELL_SLOTS ? b->count : SDD_HOUGH_CELL_SLOTS;
-    unsigned i = 0, k = 0, same = 0;
-    while (i < na && k < nb) {
-        if (a->stubs[i] == b->stubs[k]) {
-            same++;
-            i++;
-            k++;
-        } else if (a->stubs[i] < b->stubs[k]) {
-            i++;
-        } else {
-            k++;
+    unsigned same = 0;
+    for (unsigned i = 0; i < na; i++) {
+        for (unsigned k = 0; k < nb; k++) {
+            same += a->stubs[i] == b->stubs[k];
         }
     }
     return same;

@@ -38,6 +38,18 @@ for variant in "--map rect" "--map hex" "--map rect --merge" "--map hex --merge 
         fail "scores differ, file vs generated ($variant): $(cat "$dir/a.json" "$dir/b.json")"
 done
 grep -q '"efficiency":' "$dir/gen.json" || fail "run --json has no efficiency"
+
+# Every vector path the CPU has finds the same candidates, stub lists included.
+for simd in x8 avx512; do
+    if "$sddaq" trigger hough run -i "$dir/ev.hev" --simd $simd -o "$dir/$simd.csv" --json \
+        >"$dir/$simd.json" 2>"$dir/$simd.err"; then
+        grep -q "\"simd\":\"$simd\"" "$dir/$simd.json" || fail "run --simd $simd took another path"
+        cmp -s "$dir/x8.csv" "$dir/$simd.csv" || fail "--simd $simd finds other candidates than x8"
+    else
+        [ $simd = avx512 ] && grep -q "x86-64-v4" "$dir/$simd.err" ||
+            fail "run --simd $simd: $(cat "$dir/$simd.err")"
+    fi
+done
 head -1 "$dir/gen.csv" | grep -q '^event,col,row,qpt,phi_t,layers,nstubs,flags,stubs$' ||
     fail "CSV header: $(head -1 "$dir/gen.csv")"
 sed -n 2p "$dir/gen.csv" | grep -Eq '^[0-9]+,[0-9]+,[0-9]+,[-0-9.]+,[-0-9.]+,[0-9]+,[0-9]+,[0-9]+,[0-9;]+$' ||
@@ -71,7 +83,7 @@ done
 
 # Bad options: usage and exit 2.
 for args in "run --map square" "run --impl slow" "run --pu -5" "run --pu 1,2" "run --events 0" \
-    "run --bend-window x" "run --pt-min 0" "gen" "frob" "run stray" "run --nonsense" \
+    "run --bend-window x" "run --pt-min 0" "run --simd sse" "gen" "frob" "run stray" "run --nonsense" \
     "bench --threads 0"; do
     # shellcheck disable=SC2086
     "$sddaq" trigger hough $args >/dev/null 2>"$dir/err"
