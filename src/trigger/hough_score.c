@@ -21,7 +21,8 @@ static bool reconstructable(const sdd_hough_score *s, const sdd_hough_geom *g,
            fabsf(t->phi_t) <= g->sector_half && __builtin_popcount(t->layers) >= g->min_layers;
 }
 
-/* The truth track a candidate matches (the one with most layers among its stubs), or -1. */
+/* The truth track a candidate matches (the one with most layers among its stubs; on a tie the
+ * lower truth index, so that the order of the stub list does not matter), or -1. */
 static int matched_track(const sdd_hough_geom *g, const sdd_hough_event *ev,
                          const sdd_hough_track *c)
 {
@@ -48,7 +49,7 @@ static int matched_track(const sdd_hough_geom *g, const sdd_hough_event *ev,
     int best = -1, best_layers = g->min_layers - 1;
     for (int i = 0; i < n; i++) {
         int nl = __builtin_popcount(layers[i]);
-        if (nl > best_layers) {
+        if (nl > best_layers || (nl == best_layers && best >= 0 && ids[i] < best)) {
             best_layers = nl;
             best = ids[i];
         }
