@@ -3,9 +3,10 @@
 # test.sh; usable alone: scripts/deps.sh [extra packages...]
 set -euo pipefail
 
-# clang (with libFuzzer) runs the fuzz smoke test; the rest build, test and benchmark.
+# clang (with libFuzzer) runs the fuzz smoke test; iperf3 is bench_readout's UDP reference;
+# the rest build, test and benchmark.
 SDDAQ_PACKAGES=(build-essential cmake pkg-config libfabric-dev libfabric-bin ucx-utils python3
-    iproute2 procps util-linux clang)
+    iproute2 procps util-linux clang iperf3)
 
 sddaq_install_deps() {
     local missing=()

@@ -2,6 +2,7 @@
 #ifndef SDDAQ_TOOLS_CLI_H
 #define SDDAQ_TOOLS_CLI_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +18,8 @@ int cmd_perf(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_rmem(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
+int cmd_emu(int argc, char **argv);
+int cmd_readout(int argc, char **argv);
 
 /* Parse "4096", "64K", "16M", "1G" into bytes; -1 on malformed input. */
 int cli_parse_size(const char *s, uint64_t *out);
@@ -27,6 +30,15 @@ int cli_parse_sizes(const char *s, uint64_t *sizes, int max);
 
 /* Parse a finite decimal number ("2.5", "1e-3"), nothing after it; -1 on malformed input. */
 int cli_parse_double(const char *s, double *out);
+
+/* Parse a count like cli_parse_size that must not exceed max (nor UINT32_MAX); -1 otherwise. */
+int cli_parse_u32(const char *s, uint32_t *out, uint64_t max);
+
+/* Find s in a NULL-terminated list of names; *out is its index. -1 when absent. */
+int cli_parse_choice(const char *s, const char *const *names, int *out);
+
+/* After an option's value was refused (bad), say which value: "cmd: invalid value 'x'". */
+void cli_report_bad(const char *cmd, int c, const char *arg, bool bad);
 
 /* Split "host:port" (also "[v6]:port"); -1 on malformed input. */
 int cli_parse_hostport(const char *s, char *host, size_t host_len, uint16_t *port);

@@ -134,3 +134,32 @@ int cli_parse_double(const char *s, double *out)
     *out = v;
     return 0;
 }
+
+int cli_parse_u32(const char *s, uint32_t *out, uint64_t max)
+{
+    uint64_t v;
+    if (cli_parse_size(s, &v) != 0 || v > max || v > UINT32_MAX) {
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+int cli_parse_choice(const char *s, const char *const *names, int *out)
+{
+    for (int i = 0; names[i] != NULL; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+void cli_report_bad(const char *cmd, int c, const char *arg, bool bad)
+{
+    /* getopt itself reports unknown options and missing values ('?'). */
+    if (bad && c != '?' && arg != NULL) {
+        fprintf(stderr, "%s: invalid value '%s'\n", cmd, arg);
+    }
+}

@@ -9,6 +9,8 @@ static const struct cli_command commands[] = {
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
     {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},
     {"trigger", "software triggers: hough (CMS L1 track finder)", cmd_trigger},
+    {"emu", "detector emulators that send UDP readout streams", cmd_emu},
+    {"readout", "UDP readout: recv (frames into a slot ring, loss accounting)", cmd_readout},
 };
 
 static void usage(FILE *out)

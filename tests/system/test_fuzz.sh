@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Short libFuzzer runs of every parser of untrusted bytes (tests/fuzz/fuzz_*.c), as the CI fuzz
 # smoke test: the bootstrap wire (src/fabric/boot_wire.c), the remote-memory control
-# messages and ring adoption (src/rmem/wire.c, trb.c) and the trigger's stub blocks
-# (src/trigger/hough_stub.c). Skips (77) where clang with libFuzzer is not installed.
+# messages and ring adoption (src/rmem/wire.c, trb.c), the trigger's stub blocks
+# (src/trigger/hough_stub.c) and the readout packet parser (src/readout/packet.c). Skips (77)
+# where clang with libFuzzer is not installed.
 # Usage: test_fuzz.sh [sddaq binary, unused] ; FUZZ_SECONDS overrides the time per target.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -37,3 +38,4 @@ fuzz() {
 fuzz fuzz_boot_wire 70000 src/fabric/boot_wire.c
 fuzz fuzz_rmem_wire 4096 src/rmem/wire.c src/rmem/trb.c
 fuzz fuzz_hough_stub 4096 src/trigger/hough_stub.c
+fuzz fuzz_readout_packet 9000 src/readout/packet.c
