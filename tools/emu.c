@@ -31,6 +31,8 @@ static void usage(FILE *out)
             "  -g, --gbps G           rate as UDP payload Gb/s instead\n"
             "      --burst N          datagrams back to back per pacing step (default 32)\n"
             "      --batch N          datagrams per sendmmsg (default 32)\n"
+            "      --gso N            send runs of N datagrams with UDP segmentation offload\n"
+            "                         (same datagrams, one pass through the stack; max 64)\n"
             "      --no-pattern       leave payloads zero (no test pattern; cheaper)\n"
             "      --loss P           inject: probability a packet is not sent\n"
             "      --corrupt P        inject: probability of one flipped header bit\n"
@@ -56,6 +58,7 @@ enum {
     OPT_FIRST = 256,
     OPT_BURST,
     OPT_BATCH,
+    OPT_GSO,
     OPT_NO_PATTERN,
     OPT_LOSS,
     OPT_CORRUPT,
@@ -114,6 +117,7 @@ int cmd_emu(int argc, char **argv)
         {"gbps", required_argument, NULL, 'g'},
         {"burst", required_argument, NULL, OPT_BURST},
         {"batch", required_argument, NULL, OPT_BATCH},
+        {"gso", required_argument, NULL, OPT_GSO},
         {"no-pattern", no_argument, NULL, OPT_NO_PATTERN},
         {"loss", required_argument, NULL, OPT_LOSS},
         {"corrupt", required_argument, NULL, OPT_CORRUPT},
@@ -177,6 +181,9 @@ int cmd_emu(int argc, char **argv)
             break;
         case OPT_BATCH:
             bad = cli_parse_u32(optarg, &o.batch, 1024) != 0 || o.batch == 0;
+            break;
+        case OPT_GSO:
+            bad = cli_parse_u32(optarg, &o.gso, 64) != 0;
             break;
         case OPT_NO_PATTERN:
             o.pattern = false;

@@ -136,6 +136,9 @@ struct sdd_ro_emu_opts {
     double rate_gbps;            /* alternative to rate_pps: UDP payload Gb/s incl. header */
     uint32_t burst;              /* datagrams sent back to back per pacing step (default 32) */
     uint32_t batch;              /* datagrams per sendmmsg (default 32, at most 1024) */
+    uint32_t gso;                /* datagrams per UDP_SEGMENT send (generic segmentation
+                                    offload: one pass through the stack for up to 64 datagrams
+                                    of at most 64 KiB together); 0 or 1 = off (default) */
     bool pattern;                /* fill payloads with sdd_ro_pattern_fill (default true) */
     /* Injection: each packet independently, with these probabilities, is lost (never sent),
      * corrupted (one header bit flipped), duplicated (sent twice back to back) or delayed by
@@ -225,6 +228,10 @@ struct sdd_ro_rx_opts {
     int rcvbuf;                /* SO_RCVBUF(FORCE) bytes (default 8 MiB); 0 = system default */
     int cpu;                   /* pin the receiver thread; -1 = no pinning (default) */
     bool busy_poll;            /* spin on MSG_DONTWAIT instead of blocking in recvmmsg */
+    bool gro;                  /* UDP generic receive offload: the kernel hands over runs of
+                                  a stream's datagrams (up to 64 KiB) in one piece; payloads
+                                  are then copied once into their slots instead of landing in
+                                  place. Pays off for small datagrams at high rates. */
     bool verify;               /* check every placed payload against the test pattern */
 };
 
@@ -273,6 +280,7 @@ struct sdd_ro_counters {
     uint64_t resyncs;        /* frame id jumps beyond resync_frames */
     uint64_t blocked_ns;     /* time spent waiting for a slot (block policy) */
     uint64_t zero_copy;      /* packets whose payload landed in place (no copy) */
+    uint64_t coalesced;      /* gro: datagrams that came several to one receive */
 };
 
 /* Defaults for a format (see the field comments); geometry as sdd_ro_emu_opts_default. */

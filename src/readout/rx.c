@@ -9,6 +9,8 @@
  * backend behind this file's loop, chosen where it measures faster (issue 7, a later step). */
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/udp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@
 #define MAX_WINDOW     64u
 #define MAX_SLOT_BYTES (1ull << 30)
 #define POLL_MS        10 /* blocking recvmmsg wakes this often to see stop and timeouts */
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 void sdd_ro_rx_opts_default(struct sdd_ro_rx_opts *o, sdd_ro_format fmt)
 {
@@ -90,6 +95,13 @@ static sdd_err open_socket(sdd_ro_rx *rx)
     int one = 1; /* each datagram then carries the socket's drop count */
     (void)setsockopt(fd, SOL_SOCKET, SO_RXQ_OVFL, &one, sizeof(one));
 #endif
+    int gro = 1;
+    if (rx->o.gro && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &gro, sizeof(gro)) != 0) {
+        err = sdd_err_from_errno(errno);
+        SDD_WARN("readout", "receiver: UDP_GRO not available: errno %d", errno);
+        close(fd);
+        goto out_free_ai;
+    }
     struct timeval tv = {.tv_sec = 0, .tv_usec = POLL_MS * 1000};
     (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
@@ -111,7 +123,7 @@ out_free_ai:
 static sdd_err alloc_batch(sdd_ro_rx *rx)
 {
     uint32_t b = rx->o.batch;
-    rx->ctrl_len = CMSG_SPACE(sizeof(uint32_t));
+    rx->ctrl_len = CMSG_SPACE(sizeof(uint32_t)) + CMSG_SPACE(sizeof(int));
     rx->msgs = calloc(b, sizeof(*rx->msgs));
     rx->iov = calloc((size_t)b * 3, sizeof(*rx->iov));
     rx->pred = calloc(b, sizeof(*rx->pred));
@@ -119,6 +131,12 @@ static sdd_err alloc_batch(sdd_ro_rx *rx)
     rx->scratch = calloc(b, rx->payload);
     rx->tail = calloc(b, 1);
     rx->ctrl = calloc(b, rx->ctrl_len);
+    if (rx->o.gro) {
+        rx->gro_bufs = malloc((size_t)b * RO_GRO_BUF);
+        if (rx->gro_bufs == NULL) {
+            return SDD_ENOMEM;
+        }
+    }
     if (rx->msgs == NULL || rx->iov == NULL || rx->pred == NULL || rx->hdrs == NULL ||
         rx->scratch == NULL || rx->tail == NULL || rx->ctrl == NULL) {
         return SDD_ENOMEM;
@@ -209,6 +227,15 @@ static void init_batch(sdd_ro_rx *rx)
 {
     for (uint32_t k = 0; k < rx->o.batch; k++) {
         struct iovec *iov = &rx->iov[3 * k];
+        if (rx->o.gro) {
+            iov[0] = (struct iovec){rx->gro_bufs + (size_t)k * RO_GRO_BUF, RO_GRO_BUF};
+            rx->msgs[k].msg_hdr = (struct msghdr){
+                .msg_iov = iov,
+                .msg_iovlen = 1,
+                .msg_control = rx->ctrl + (size_t)k * rx->ctrl_len,
+            };
+            continue;
+        }
         iov[0] = (struct iovec){rx->hdrs + (size_t)k * SDD_RO_HEADER_SIZE, SDD_RO_HEADER_SIZE};
         iov[1] = (struct iovec){rx->scratch + (size_t)k * rx->payload, rx->payload};
         iov[2] = (struct iovec){rx->tail + k, 1};
@@ -268,21 +295,27 @@ static void evacuate(sdd_ro_rx *rx, uint32_t k, uint32_t n)
     }
 }
 
-static void note_kernel_drops(sdd_ro_rx *rx, struct msghdr *mh)
+/* Read a datagram's control messages: the socket's drop count and, with GRO, the size of
+ * the datagrams coalesced into it (0 when it is a single datagram). */
+static size_t read_cmsgs(sdd_ro_rx *rx, struct msghdr *mh)
 {
-#ifdef SO_RXQ_OVFL
+    size_t segment = 0;
     for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm != NULL; cm = CMSG_NXTHDR(mh, cm)) {
+#ifdef SO_RXQ_OVFL
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SO_RXQ_OVFL) {
             uint32_t v;
             memcpy(&v, CMSG_DATA(cm), sizeof(v));
             rx->c.kernel_drops += (uint32_t)(v - rx->ovfl_last); /* the kernel's count wraps */
             rx->ovfl_last = v;
         }
-    }
-#else
-    (void)rx;
-    (void)mh;
 #endif
+        if (cm->cmsg_level == SOL_UDP && cm->cmsg_type == UDP_GRO) {
+            int v;
+            memcpy(&v, CMSG_DATA(cm), sizeof(v));
+            segment = v > 0 ? (size_t)v : 0;
+        }
+    }
+    return segment;
 }
 
 static void process_batch(sdd_ro_rx *rx, uint32_t n, uint64_t now)
@@ -296,7 +329,7 @@ static void process_batch(sdd_ro_rx *rx, uint32_t n, uint64_t now)
         if (m->msg_hdr.msg_flags & MSG_TRUNC) {
             len = SDD_RO_HEADER_SIZE + (size_t)rx->payload + 1; /* at least this long */
         }
-        note_kernel_drops(rx, &m->msg_hdr);
+        (void)read_cmsgs(rx, &m->msg_hdr);
         rx->c.datagrams++;
         rx->c.bytes += m->msg_len;
         struct sdd_ro_packet p;
@@ -317,6 +350,66 @@ static void process_batch(sdd_ro_rx *rx, uint32_t n, uint64_t now)
     }
 }
 
+/* Parse and place one datagram that sits whole at d (GRO buffers): one copy to its slot. */
+static void place_contiguous(sdd_ro_rx *rx, const uint8_t *d, size_t len, uint64_t now)
+{
+    rx->c.datagrams++;
+    rx->c.bytes += len;
+    struct sdd_ro_packet p;
+    sdd_ro_reason r = sdd_ro_parse(rx->o.format, d, len, &rx->o.geom, &p);
+    if (r != SDD_RO_OK) {
+        rx->c.corrupt++;
+        rx->c.corrupt_by[r]++;
+        return;
+    }
+    ro_asm_place(rx, &p, d + SDD_RO_HEADER_SIZE, now);
+}
+
+/* GRO batch: each receive holds one datagram, or a run of datagrams of `segment` bytes each
+ * (the last may be shorter) that the kernel coalesced; split and place them in order. */
+static void process_batch_gro(sdd_ro_rx *rx, uint32_t n, uint64_t now)
+{
+    for (uint32_t k = 0; k < n; k++) {
+        struct mmsghdr *m = &rx->msgs[k];
+        const uint8_t *buf = rx->gro_bufs + (size_t)k * RO_GRO_BUF;
+        size_t len = m->msg_len;
+        size_t segment = read_cmsgs(rx, &m->msg_hdr);
+        if ((m->msg_hdr.msg_flags & MSG_TRUNC) || segment == 0 || segment >= len) {
+            /* One datagram; a truncated one is longer than any valid packet. */
+            size_t whole = (m->msg_hdr.msg_flags & MSG_TRUNC) ? RO_GRO_BUF + 1 : len;
+            place_contiguous(rx, buf, whole, now);
+            continue;
+        }
+        rx->c.coalesced += (len + segment - 1) / segment;
+        for (size_t off = 0; off < len; off += segment) {
+            size_t seg_len = len - off < segment ? len - off : segment;
+            place_contiguous(rx, buf + off, seg_len, now);
+        }
+    }
+}
+
+/* Receive loop with GRO: whole buffers, no prediction; the kernel may coalesce. */
+static void rx_loop_gro(sdd_ro_rx *rx, int flags, uint64_t timeout_ns)
+{
+    while (!atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
+        for (uint32_t k = 0; k < rx->o.batch; k++) {
+            rx->msgs[k].msg_hdr.msg_controllen = rx->ctrl_len; /* the kernel shrinks it */
+        }
+        int n = recvmmsg(rx->fd, rx->msgs, rx->o.batch, flags, NULL);
+        uint64_t now = sdd_now_ns();
+        if (n > 0) {
+            process_batch_gro(rx, (uint32_t)n, now);
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+            SDD_WARN("readout", "receiver: recvmmsg: errno %d", errno);
+            sdd_sleep_ns(SDD_NS_PER_MS);
+        }
+        if (n <= 0 && rx->any && now - rx->last_packet_ns > timeout_ns) {
+            ro_asm_flush(rx, now);
+        }
+        publish(rx);
+    }
+}
+
 static void *rx_thread(void *arg)
 {
     sdd_ro_rx *rx = arg;
@@ -329,6 +422,9 @@ static void *rx_thread(void *arg)
      * one or two datagrams per call and should not set up the whole batch each time. */
     uint32_t want = rx->o.batch;
     init_batch(rx);
+    if (rx->o.gro) {
+        rx_loop_gro(rx, flags, timeout_ns);
+    }
     while (!atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
         predict(rx, want);
         int n = recvmmsg(rx->fd, rx->msgs, want, flags, NULL);
@@ -393,6 +489,7 @@ void sdd_ro_rx_destroy(sdd_ro_rx *rx)
     if (rx->fd >= 0) {
         close(rx->fd);
     }
+    free(rx->gro_bufs);
     free(rx->ctrl);
     free(rx->tail);
     free(rx->scratch);

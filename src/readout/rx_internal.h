@@ -12,6 +12,7 @@
 #include "sddaq/readout.h"
 #include "sddaq/ring.h"
 
+#define RO_GRO_BUF        65536u /* most bytes one coalesced receive can hold */
 #define RO_COUNTER_FIELDS (sizeof(struct sdd_ro_counters) / sizeof(uint64_t))
 
 /* Who owns a slot: the receiver (free or filling) or the consumer (held). */
@@ -82,6 +83,7 @@ struct sdd_ro_rx {
     uint8_t *tail;
     uint8_t *ctrl;
     size_t ctrl_len;
+    uint8_t *gro_bufs; /* gro: one RO_GRO_BUF-byte buffer per datagram of the batch */
     uint32_t ovfl_last;
 
     /* Thread and publication. */
