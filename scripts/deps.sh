@@ -4,9 +4,10 @@
 set -euo pipefail
 
 # clang (with libFuzzer) runs the fuzz smoke test; iperf3 is bench_readout's UDP reference;
+# liburing lets bench_uring measure io_uring against recvmmsg;
 # the rest build, test and benchmark.
 SDDAQ_PACKAGES=(build-essential cmake pkg-config libfabric-dev libfabric-bin ucx-utils python3
-    iproute2 procps util-linux clang iperf3)
+    iproute2 procps util-linux clang iperf3 liburing-dev)
 
 sddaq_install_deps() {
     local missing=()
