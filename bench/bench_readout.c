@@ -606,6 +606,50 @@ static int search(const struct opts *o, enum rx_kind k, size_t dgram, struct res
     return 0;
 }
 
+/* The machine's own floor under the latency figures: a thread spinning alone on a CPU reads
+ * the clock back to back for `secs`; every gap above 5 or 20 us is time the CPU was taken from
+ * it (interrupts, the hypervisor). Whatever the receiver does, frames that meet such a gap on
+ * the sender's or the receiver's CPU are late by that much. */
+struct cpu_floor {
+    double gaps5_per_s, gaps20_per_s, lost_fraction;
+};
+
+static void *floor_main(void *arg)
+{
+    struct cpu_floor *f = arg;
+    const double secs = 1.0;
+    uint64_t t0 = sdd_now_ns(), last = t0, end = t0 + (uint64_t)(secs * 1e9), lost = 0;
+    uint64_t g5 = 0, g20 = 0;
+    while (last < end) {
+        uint64_t t = sdd_now_ns();
+        if (t - last > 5 * SDD_NS_PER_US) {
+            g5++;
+            lost += t - last;
+            g20 += t - last > 20 * SDD_NS_PER_US;
+        }
+        last = t;
+    }
+    *f = (struct cpu_floor){g5 / secs, g20 / secs, lost / (secs * 1e9)};
+    return NULL;
+}
+
+static void measure_floor(const struct opts *o, struct cpu_floor out[2])
+{
+    const int cpus[2] = {o->cpu_tx, o->cpu_rx};
+    for (int i = 0; i < 2; i++) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, floor_main, &out[i]) != 0) {
+            out[i] = (struct cpu_floor){0};
+            continue;
+        }
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(cpus[i], &set);
+        (void)pthread_setaffinity_np(t, sizeof(set), &set);
+        pthread_join(t, NULL);
+    }
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -754,6 +798,15 @@ int main(int argc, char **argv)
         v[r] = res[0][RX_SDDAQ][r].lossfree_pps;
     }
     double half = o.latency_pps > 0 ? o.latency_pps : stats(v, o.rounds).median / 2;
+    struct cpu_floor floor[2];
+    measure_floor(&o, floor);
+    for (int i = 0; i < 2; i++) {
+        printf(
+            "{\"bench\":\"readout\",\"test\":\"cpu_floor\",\"cpu\":%d,\"gaps_over_5us_per_s\":%.0f,"
+            "\"gaps_over_20us_per_s\":%.0f,\"time_taken\":%.4f}\n",
+            i == 0 ? o.cpu_tx : o.cpu_rx, floor[i].gaps5_per_s, floor[i].gaps20_per_s,
+            floor[i].lost_fraction);
+    }
     /* Latency at half of our loss-free rate at 1 KiB, blocking and busy-polling. */
     struct sdd_hist_summary lat[2];
     for (int busy = 0; busy < 2; busy++) {
@@ -849,5 +902,9 @@ print_latency:
                busy ? "busy-poll" : "block", lat[busy].p50 / 1e3, lat[busy].p99 / 1e3,
                lat[busy].p999 / 1e3, lat[busy].max / 1e3, lat[busy].count);
     }
+    printf("machine floor: a thread spinning alone loses its CPU for > 5 us (> 20 us) "
+           "%.0f (%.0f) times/s on the sender's CPU, %.0f (%.0f) on the receiver's\n",
+           floor[0].gaps5_per_s, floor[0].gaps20_per_s, floor[1].gaps5_per_s,
+           floor[1].gaps20_per_s);
     return 0;
 }

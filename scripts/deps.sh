@@ -5,9 +5,13 @@ set -euo pipefail
 
 # clang (with libFuzzer) runs the fuzz smoke test; iperf3 is bench_readout's UDP reference;
 # liburing lets bench_uring measure io_uring against recvmmsg;
+# libhdf5-dev is the run store's HDF5 writer, python3-h5py/numpy run examples/read_run.py;
+# libyaml-dev reads topology files, libmicrohttpd-dev serves the control API and metrics,
+# curl checks that API from a plain HTTP client in test_ctl_cli.sh;
 # the rest build, test and benchmark.
 SDDAQ_PACKAGES=(build-essential cmake pkg-config libfabric-dev libfabric-bin ucx-utils python3
-    iproute2 procps util-linux clang iperf3 liburing-dev)
+    iproute2 procps util-linux clang iperf3 liburing-dev libhdf5-dev python3-h5py python3-numpy
+    libyaml-dev libmicrohttpd-dev curl)
 
 sddaq_install_deps() {
     local missing=()

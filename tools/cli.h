@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define SDDAQ_VERSION_STRING "0.1.0"
@@ -20,6 +21,11 @@ int cmd_rmem(int argc, char **argv);
 int cmd_trigger(int argc, char **argv);
 int cmd_emu(int argc, char **argv);
 int cmd_readout(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_store(int argc, char **argv);
+int cmd_evb(int argc, char **argv);
+int cmd_config(int argc, char **argv);
+int cmd_ctl(int argc, char **argv);
 
 /* Parse "4096", "64K", "16M", "1G" into bytes; -1 on malformed input. */
 int cli_parse_size(const char *s, uint64_t *out);
@@ -36,6 +42,14 @@ int cli_parse_u32(const char *s, uint32_t *out, uint64_t max);
 
 /* Find s in a NULL-terminated list of names; *out is its index. -1 when absent. */
 int cli_parse_choice(const char *s, const char *const *names, int *out);
+
+/* The first step of a subcommand with modes: with no mode, print usage to stderr and give 2;
+ * with --help or -h, print it to stdout and give 0; else -1 (go on). */
+int cli_help_or_missing(int argc, char **argv, void (*usage)(FILE *out));
+
+/* After getopt: 0 when no option was refused and no argument is left over; else -1, having
+ * named a left-over argument (the caller prints usage and exits 2). */
+int cli_args_done(const char *cmd, bool bad, int next, int argc, char **argv);
 
 /* After an option's value was refused (bad), say which value: "cmd: invalid value 'x'". */
 void cli_report_bad(const char *cmd, int c, const char *arg, bool bad);

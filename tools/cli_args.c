@@ -163,3 +163,28 @@ void cli_report_bad(const char *cmd, int c, const char *arg, bool bad)
         fprintf(stderr, "%s: invalid value '%s'\n", cmd, arg);
     }
 }
+
+int cli_help_or_missing(int argc, char **argv, void (*usage)(FILE *out))
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    return -1;
+}
+
+int cli_args_done(const char *cmd, bool bad, int next, int argc, char **argv)
+{
+    if (bad) {
+        return -1;
+    }
+    if (next != argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[next]);
+        return -1;
+    }
+    return 0;
+}

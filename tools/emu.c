@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "emu_na62.h"
 #include "readout_opts.h"
 
 #include "sddaq/readout.h"
@@ -20,12 +21,16 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: sddaq emu stream HOST:PORT [options]    generic sddaq stream packets\n"
             "       sddaq emu jungfrau HOST:PORT [options]  Jungfrau-like frames (128 x 8192 B)\n"
+            "       sddaq emu na62 HOST:PORT [options]      NA62 RICH multi-event packets of\n"
+            "                                               4 boards (one frame = one packet)\n"
             "\n"
             "  -i, --stream ID        stream (jungfrau: module) id (default 0)\n"
             "  -k, --packets N        stream: packets per frame (default 16)\n"
             "  -s, --payload B        stream: payload bytes per packet (default 1024)\n"
             "  -n, --frames N         frames to send (default 1000; 0 = until --seconds)\n"
             "      --first-frame N    id of the first frame (default 1)\n"
+            "      --events N         na62: RICH events generated for the cycle of packets\n"
+            "                         that is sent over and over (default 10000)\n"
             "  -D, --seconds S        stop after S seconds\n"
             "  -r, --rate PPS         datagrams per second (default: as fast as possible)\n"
             "  -g, --gbps G           rate as UDP payload Gb/s instead\n"
@@ -39,7 +44,8 @@ static void usage(FILE *out)
             "      --duplicate P      inject: probability a packet is sent twice\n"
             "      --reorder P        inject: probability a packet is delayed\n"
             "      --reorder-distance N  datagrams a delayed packet waits (default 3)\n"
-            "      --seed S           injection seed (default 1)\n"
+            "      --seed S           injection (and na62 event) seed (default 1)\n"
+            "      --clean-first N    send the first N datagrams without faults\n"
             "      --cpu N            pin the sender to CPU N\n"
             "      --json             one JSON object on stdout instead of a table\n");
 }
@@ -59,6 +65,8 @@ enum {
     OPT_BURST,
     OPT_BATCH,
     OPT_GSO,
+    OPT_EVENTS,
+    OPT_CLEAN,
     OPT_NO_PATTERN,
     OPT_LOSS,
     OPT_CORRUPT,
@@ -85,10 +93,11 @@ static void print_stats(const struct sdd_ro_emu_stats *st, const char *fmt, bool
                ",\"datagrams\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"lost\":%" PRIu64
                ",\"corrupted\":%" PRIu64 ",\"duplicated\":%" PRIu64 ",\"reordered\":%" PRIu64
                ",\"damaged_frames\":%" PRIu64 ",\"empty_frames\":%" PRIu64
-               ",\"send_retries\":%" PRIu64 ",\"seconds\":%.6f,\"pps\":%.1f,\"gbps\":%.4f}\n",
+               ",\"send_retries\":%" PRIu64 ",\"unseen\":%" PRIu64
+               ",\"seconds\":%.6f,\"pps\":%.1f,\"gbps\":%.4f}\n",
                fmt, st->frames, st->packets, st->datagrams, st->bytes, st->lost, st->corrupted,
                st->duplicated, st->reordered, st->damaged_frames, st->empty_frames,
-               st->send_retries, secs, pps, gbps);
+               st->send_retries, st->unseen, secs, pps, gbps);
         return;
     }
     printf("%-16s %" PRIu64 "\n", "frames", st->frames);
@@ -118,6 +127,8 @@ int cmd_emu(int argc, char **argv)
         {"burst", required_argument, NULL, OPT_BURST},
         {"batch", required_argument, NULL, OPT_BATCH},
         {"gso", required_argument, NULL, OPT_GSO},
+        {"events", required_argument, NULL, OPT_EVENTS},
+        {"clean-first", required_argument, NULL, OPT_CLEAN},
         {"no-pattern", no_argument, NULL, OPT_NO_PATTERN},
         {"loss", required_argument, NULL, OPT_LOSS},
         {"corrupt", required_argument, NULL, OPT_CORRUPT},
@@ -130,15 +141,17 @@ int cmd_emu(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    int early = cli_help_or_missing(argc, argv, usage);
+    if (early >= 0) {
+        return early;
     }
     sdd_ro_format fmt;
     if (strcmp(argv[1], "stream") == 0) {
         fmt = SDD_RO_FMT_STREAM;
     } else if (strcmp(argv[1], "jungfrau") == 0) {
         fmt = SDD_RO_FMT_JUNGFRAU;
+    } else if (strcmp(argv[1], "na62") == 0) {
+        fmt = SDD_RO_FMT_NA62;
     } else {
         fprintf(stderr, "sddaq emu: unknown emulator '%s'\n\n", argv[1]);
         usage(stderr);
@@ -149,7 +162,7 @@ int cmd_emu(int argc, char **argv)
     o.frames = 1000;
     bool json = false, bad = false, geometry_given = false;
     uint64_t v = 0;
-    uint32_t cpu = 0;
+    uint32_t cpu = 0, na62_events = 10000;
     int c;
     optind = 2;
     while (!bad &&
@@ -184,6 +197,12 @@ int cmd_emu(int argc, char **argv)
             break;
         case OPT_GSO:
             bad = cli_parse_u32(optarg, &o.gso, 64) != 0;
+            break;
+        case OPT_EVENTS:
+            bad = cli_parse_u32(optarg, &na62_events, 1u << 24) != 0 || na62_events == 0;
+            break;
+        case OPT_CLEAN:
+            bad = cli_parse_size(optarg, &o.clean_first) != 0;
             break;
         case OPT_NO_PATTERN:
             o.pattern = false;
@@ -227,13 +246,22 @@ int cmd_emu(int argc, char **argv)
     if (!bad) {
         bad = optind >= argc || cli_parse_hostport(argv[optind++], host, sizeof(host), &port) != 0;
     }
-    if (bad || optind != argc) {
+    if (cli_args_done(CMD, bad, optind, argc, argv) != 0) {
         usage(stderr);
         return 2;
     }
-    if (fmt == SDD_RO_FMT_JUNGFRAU && geometry_given) {
-        fprintf(stderr, "sddaq emu jungfrau: frames are always 128 packets of 8192 bytes\n");
+    if (fmt != SDD_RO_FMT_STREAM && geometry_given) {
+        fprintf(stderr, "sddaq emu %s: the format fixes the packet size\n", argv[1]);
         return 2;
+    }
+    uint8_t *cycle = NULL;
+    if (fmt == SDD_RO_FMT_NA62) {
+        sdd_err cerr = emu_na62_cycle(o.seed, na62_events, &cycle, &o.na62_bytes);
+        if (cerr != SDD_OK) {
+            fprintf(stderr, "sddaq emu na62: generating events: %s\n", sdd_strerror(cerr));
+            return 1;
+        }
+        o.na62_packets = cycle;
     }
     if (o.frames == 0 && o.seconds <= 0) {
         fprintf(stderr, "sddaq emu: --frames 0 needs --seconds\n");
@@ -241,6 +269,7 @@ int cmd_emu(int argc, char **argv)
     }
     sdd_ro_emu *e = NULL;
     sdd_err err = sdd_ro_emu_create(&o, host, port, &e);
+    free(cycle); /* the emulator keeps its own copy */
     if (err != SDD_OK) {
         fprintf(stderr, "sddaq emu: %s:%u: %s\n", host, port, sdd_strerror(err));
         return err == SDD_EINVAL ? 2 : 1;

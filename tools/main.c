@@ -8,9 +8,15 @@ static const struct cli_command commands[] = {
     {"perf", "transport benchmark: server, client, self (perftest style)", cmd_perf},
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
     {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},
-    {"trigger", "software triggers: hough (CMS L1 track finder)", cmd_trigger},
+    {"trigger", "software triggers: hough (CMS L1 tracks), rich (NA62 rings)", cmd_trigger},
     {"emu", "detector emulators that send UDP readout streams", cmd_emu},
     {"readout", "UDP readout: recv (frames into a slot ring, loss accounting)", cmd_readout},
+    {"inspect", "summarise and dump a run file (raw or HDF5), check its checksums", cmd_inspect},
+    {"store", "run storage: write (a test run file, HDF5 or raw, and its rate)", cmd_store},
+    {"evb", "event builder: run, launch, check, bench (LHCb LSEB model)", cmd_evb},
+    {"config", "topology files: check (all problems, file:line:col), show (defaults filled)",
+     cmd_config},
+    {"ctl", "run control client: state, start, stop, pause, resume, metrics; serve-test", cmd_ctl},
 };
 
 static void usage(FILE *out)

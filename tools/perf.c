@@ -292,9 +292,9 @@ static int run_self(struct perf_opts *o, bool sizes_given, bool test_given)
 
 int cmd_perf(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    int early = cli_help_or_missing(argc, argv, usage);
+    if (early >= 0) {
+        return early;
     }
     const char *mode = argv[1];
     struct perf_opts o;

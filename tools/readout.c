@@ -13,6 +13,7 @@
 
 #include "sddaq/clock.h"
 #include "sddaq/readout.h"
+#include "sddaq/trigger.h"
 
 #define CMD "sddaq readout recv"
 
@@ -20,7 +21,9 @@ static void usage(FILE *out)
 {
     fprintf(out, "usage: sddaq readout recv [options]   receive a stream, print its counters\n"
                  "\n"
-                 "  -f, --format F         stream or jungfrau (default stream)\n"
+                 "  -f, --format F         stream, jungfrau or na62 (default stream); na62\n"
+                 "                         packets are packed into slots and their events\n"
+                 "                         indexed by the RICH event finder\n"
                  "      --host H           address to bind (default 127.0.0.1; 0.0.0.0 = all)\n"
                  "      --port N           UDP port (default any; printed on stderr)\n"
                  "  -i, --stream ID        stream (jungfrau: module) id to accept (default 0)\n"
@@ -71,8 +74,9 @@ enum {
     OPT_JSON,
 };
 
+/* extra: more JSON members (",\"key\":...") or text lines to print at the end. */
 static void print_counters(const struct sdd_ro_counters *c, const sdd_hist *lat, double secs,
-                           bool json)
+                           const char *extra, bool json)
 {
     struct sdd_hist_summary s;
     sdd_hist_summarize(lat, &s);
@@ -94,11 +98,11 @@ static void print_counters(const struct sdd_ro_counters *c, const sdd_hist *lat,
                ",\"frames_overrun\":%" PRIu64 ",\"resyncs\":%" PRIu64
                ",\"blocked_ms\":%.3f,\"zero_copy\":%" PRIu64 ",\"coalesced\":%" PRIu64
                ",\"latency_us\":{\"count\":%" PRIu64
-               ",\"min\":%.3f,\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}}\n",
+               ",\"min\":%.3f,\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}%s}\n",
                c->overrun, c->kernel_drops, c->pattern_errors, c->frames_complete,
                c->frames_partial, c->frames_dropped, c->frames_lost, c->frames_overrun, c->resyncs,
                c->blocked_ns / 1e6, c->zero_copy, c->coalesced, s.count, s.min / 1e3, s.p50 / 1e3,
-               s.p99 / 1e3, s.p999 / 1e3, s.max / 1e3);
+               s.p99 / 1e3, s.p999 / 1e3, s.max / 1e3, extra);
         return;
     }
     printf("%-16s %.3f s, %.3f Gb/s\n", "elapsed", secs, gbps);
@@ -126,6 +130,38 @@ static void print_counters(const struct sdd_ro_counters *c, const sdd_hist *lat,
     printf("%-16s %" PRIu64 " frames: min %.2f, p50 %.2f, p99 %.2f, p99.9 %.2f, max %.2f us\n",
            "send->ready", s.count, s.min / 1e3, s.p50 / 1e3, s.p99 / 1e3, s.p999 / 1e3,
            s.max / 1e3);
+    fputs(extra, stdout);
+}
+
+/* NA62: the consumer indexes each slot's events with the trigger's event finder, as the ring
+ * finder's stage would, and counts what it finds. */
+struct na62_events {
+    sdd_rich_index idx;
+    sdd_rich_ef_stats st;
+    uint64_t events;
+};
+
+static void na62_index(struct na62_events *ev, const struct sdd_ro_frame *f)
+{
+    ev->events += sdd_rich_find_events(f->data, f->bytes, NULL, &ev->idx, &ev->st);
+}
+
+static void format_na62(const struct na62_events *ev, bool json, char *out, size_t cap)
+{
+    const sdd_rich_ef_stats *s = &ev->st;
+    uint64_t bad = s->bad_magic + s->bad_version + s->bad_board + s->bad_pkt_length + s->truncated +
+                   s->bad_signature + s->bad_evt_length + s->too_many_hits + s->bad_timestamp +
+                   s->count_mismatch;
+    if (json) {
+        snprintf(out, cap,
+                 ",\"na62\":{\"packets\":%" PRIu64 ",\"events\":%" PRIu64 ",\"hits\":%" PRIu64
+                 ",\"malformed\":%" PRIu64 "}",
+                 s->packets, ev->events, s->hits, bad);
+        return;
+    }
+    snprintf(out, cap,
+             "%-16s %" PRIu64 " in %" PRIu64 " packets, %" PRIu64 " hits, %" PRIu64 " malformed\n",
+             "na62 events", ev->events, s->packets, s->hits, bad);
 }
 
 static int recv_main(const struct sdd_ro_rx_opts *o, uint64_t frames, double seconds, double idle,
@@ -144,6 +180,11 @@ static int recv_main(const struct sdd_ro_rx_opts *o, uint64_t frames, double sec
         sdd_ro_rx_destroy(rx);
         return 1;
     }
+    struct na62_events ev = {0};
+    if (o->format == SDD_RO_FMT_NA62 && sdd_rich_index_init(&ev.idx, 1u << 17) != SDD_OK) {
+        sdd_ro_rx_destroy(rx);
+        return 1;
+    }
     uint64_t t0 = sdd_now_ns(), first = 0, last = 0, delivered = 0;
     while (!interrupted && (frames == 0 || delivered < frames)) {
         uint64_t now = sdd_now_ns();
@@ -156,6 +197,9 @@ static int recv_main(const struct sdd_ro_rx_opts *o, uint64_t frames, double sec
             last = sdd_now_ns();
             first = first != 0 ? first : last;
             delivered++;
+            if (o->format == SDD_RO_FMT_NA62) {
+                na62_index(&ev, f);
+            }
             sdd_ro_rx_release(rx, f);
         }
     }
@@ -169,14 +213,22 @@ static int recv_main(const struct sdd_ro_rx_opts *o, uint64_t frames, double sec
     sdd_hist *lat = malloc(sizeof(*lat));
     if (lat != NULL) {
         sdd_ro_rx_latency(rx, lat);
-        print_counters(&c, lat, last > first ? (last - first) / 1e9 : 0, json);
+        char extra[256] = "";
+        if (o->format == SDD_RO_FMT_NA62) {
+            format_na62(&ev, json, extra, sizeof(extra));
+        }
+        print_counters(&c, lat, last > first ? (last - first) / 1e9 : 0, extra, json);
         free(lat);
+    }
+    if (o->format == SDD_RO_FMT_NA62) {
+        sdd_rich_index_fini(&ev.idx);
     }
     sdd_ro_rx_destroy(rx);
     return 0;
 }
 
 /* Option spellings, in the order of their enums. */
+static const char *const format_names[] = {"stream", "jungfrau", "na62", NULL};
 static const char *const missing_names[] = {"drop", "pad", "partial", NULL};
 static const char *const full_names[] = {"block", "drop-newest", NULL};
 
@@ -207,9 +259,9 @@ int cmd_readout(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    int early = cli_help_or_missing(argc, argv, usage);
+    if (early >= 0) {
+        return early;
     }
     if (strcmp(argv[1], "recv") != 0) {
         fprintf(stderr, "sddaq readout: unknown mode '%s'\n\n", argv[1]);
@@ -219,8 +271,10 @@ int cmd_readout(int argc, char **argv)
     /* Two passes: the format picks the defaults the other options then change. */
     sdd_ro_format fmt = SDD_RO_FMT_STREAM;
     for (int i = 2; i + 1 < argc; i++) {
-        if (strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--format") == 0) {
-            fmt = strcmp(argv[i + 1], "jungfrau") == 0 ? SDD_RO_FMT_JUNGFRAU : fmt;
+        int f;
+        if ((strcmp(argv[i], "-f") == 0 || strcmp(argv[i], "--format") == 0) &&
+            cli_parse_choice(argv[i + 1], format_names, &f) == 0) {
+            fmt = (sdd_ro_format)f;
         }
     }
     struct sdd_ro_rx_opts o;
@@ -242,7 +296,7 @@ int cmd_readout(int argc, char **argv)
         }
         switch (c) {
         case 'f':
-            bad = strcmp(optarg, "stream") != 0 && strcmp(optarg, "jungfrau") != 0;
+            bad = cli_parse_choice(optarg, format_names, &choice) != 0;
             break;
         case OPT_HOST:
             o.host = optarg;
@@ -309,8 +363,13 @@ int cmd_readout(int argc, char **argv)
         }
         cli_report_bad(CMD, c, optarg, bad);
     }
-    if (bad || optind != argc) {
+    if (cli_args_done(CMD, bad, optind, argc, argv) != 0) {
         usage(stderr);
+        return 2;
+    }
+    if (fmt == SDD_RO_FMT_NA62 && o.verify) {
+        fprintf(stderr, "sddaq readout recv: --verify checks the stream pattern; na62 packets "
+                        "are checked by the event finder\n");
         return 2;
     }
     if (fmt == SDD_RO_FMT_JUNGFRAU && geometry_given) {

@@ -205,9 +205,9 @@ int cmd_rmem(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+    int early = cli_help_or_missing(argc, argv, usage);
+    if (early >= 0) {
+        return early;
     }
     const char *mode = argv[1];
     struct rmem_tool_opts o = {.size = 0, .rate = 1000, .count = 40000};

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "trigger.h"
+#include "trigger_rich.h"
 
 static void usage(FILE *out)
 {
@@ -21,6 +22,8 @@ static void usage(FILE *out)
             "                                                  merge, per pileup level\n"
             "       sddaq trigger hough bench [options]        finder latency per event and\n"
             "                                                  throughput per core\n"
+            "       sddaq trigger rich gen|run|score|bench     NA62 RICH ring finder (see\n"
+            "                                                  sddaq trigger rich --help)\n"
             "\n"
             "  -p, --pu P         pileup (default 200; score: a list, default 0,140,200)\n"
             "  -n, --events N     events (default: gen/run 1000, score/bench 2000; with -i\n"
@@ -607,6 +610,9 @@ int cmd_trigger(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "rich") == 0) {
+        return cmd_trigger_rich(argc - 1, argv + 1);
+    }
     if (argc < 3 || strcmp(argv[1], "hough") != 0) {
         if (argc >= 2 && strcmp(argv[1], "hough") != 0) {
             fprintf(stderr, "sddaq trigger: unknown trigger '%s'\n", argv[1]);
@@ -716,14 +722,9 @@ int cmd_trigger(int argc, char **argv)
         default:
             bad = true;
         }
-        if (bad && c != '?' && optarg != NULL) {
-            fprintf(stderr, "sddaq trigger hough: invalid value '%s'\n", optarg);
-        }
+        cli_report_bad("sddaq trigger hough", c, optarg, bad);
     }
-    if (bad || optind != argc) {
-        if (!bad) {
-            fprintf(stderr, "sddaq trigger hough: unexpected argument '%s'\n", argv[optind]);
-        }
+    if (cli_args_done("sddaq trigger hough", bad, optind, argc, argv) != 0) {
         usage(stderr);
         return 2;
     }

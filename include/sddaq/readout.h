@@ -9,6 +9,13 @@
  *   SDD_RO_FMT_JUNGFRAU  the PSI slsDetector layout (REFERENCE.md §6.2): 128 packets of 8192
  *                        bytes per frame; sddaq's emulator puts the send time in `timestamp`
  *                        and a CRC-32C of the header in `debug`.
+ * and, with a 24-byte header:
+ *   SDD_RO_FMT_NA62      NA62-like multi-event packets of the TEL62 readout boards (the RICH
+ *                        packet of docs/formats.md, as sdd_rich_pack builds them): magic,
+ *                        version, board, event count, length, per-board sequence number,
+ *                        burst id, first timestamp, then the events. Datagrams of this format
+ *                        are not assembled into frames but packed back to back into the
+ *                        slots, as NaNet's receive buffers hold them, for an event finder.
  *
  * Receive path today: recvmmsg. io_uring (Debian liburing) is a planned second backend behind
  * the same receiver; see docs/readout.md. */
@@ -28,6 +35,7 @@
 typedef enum {
     SDD_RO_FMT_STREAM = 0,
     SDD_RO_FMT_JUNGFRAU = 1,
+    SDD_RO_FMT_NA62 = 2,
 } sdd_ro_format;
 
 #define SDD_RO_HEADER_SIZE 48
@@ -45,6 +53,12 @@ typedef enum {
 #define SDD_RO_JF_PAYLOAD  8192u
 #define SDD_RO_JF_DET_TYPE 3u
 #define SDD_RO_JF_VERSION  2u
+
+/* NA62 packets: header bytes, the largest packet (one datagram on a 1500-byte MTU). */
+#define SDD_RO_NA62_HEADER  24
+#define SDD_RO_NA62_MAX     1472u
+#define SDD_RO_NA62_MAGIC   0x5032364Eu /* bytes "N62P" */
+#define SDD_RO_NA62_VERSION 1u
 
 /* Frame id reserved as "no frame"; a packet that carries it is malformed. */
 #define SDD_RO_FRAME_NONE UINT64_MAX
@@ -71,7 +85,9 @@ typedef enum {
         SDD_RO_REASON_COUNT
 } sdd_ro_reason;
 
-/* One packet's header fields, decoded. payload_len is the payload bytes after the header. */
+/* One packet's header fields, decoded. payload_len is the payload bytes after the header.
+ * NA62: stream_id is the board, frame_id its sequence number, packet_id 0, packets_per_frame
+ * 1, send_ns 0 (the boards send no time of their own). */
 struct sdd_ro_packet {
     uint64_t frame_id;
     uint64_t send_ns; /* sender's sdd_now_ns() when the datagram left */
@@ -99,8 +115,9 @@ SDD_API const char *sdd_ro_reason_message(sdd_ro_reason r);
  * expect:   the stream's geometry, or NULL to check only what the format itself fixes.
  * out:      written only when the result is SDD_RO_OK.
  * Checks, in order: length, magic, version, checksum, reserved bits, length field, geometry,
- * packet id, frame id, stream id; returns the first that fails. Any bytes are safe: no read
- * past buf + min(len, 48). Pure function; any thread. */
+ * packet id, frame id, stream id; returns the first that fails. NA62 (no checksum): length,
+ * magic, version, length field (equal to the datagram, a multiple of 4), event count (not 0). Any
+ * bytes are safe: no read past buf + min(len, 48). Pure function; any thread. */
 SDD_API sdd_ro_reason sdd_ro_parse(sdd_ro_format fmt, const void *buf, size_t len,
                                    const struct sdd_ro_geometry *expect, struct sdd_ro_packet *out);
 
@@ -146,8 +163,15 @@ struct sdd_ro_emu_opts {
     double loss, corrupt, duplicate, reorder;
     uint32_t reorder_distance; /* default 3, at most 64 */
     uint64_t seed;             /* injection seed (default 1); same seed, same injections */
+    uint64_t clean_first;      /* the first this many datagrams go out without faults, so a
+                                  receiver can lock on (default 0) */
     int cpu;                   /* pin the sending thread; -1 = no pinning (default) */
     int sndbuf;                /* SO_SNDBUF bytes; 0 = system default */
+    /* SDD_RO_FMT_NA62: one cycle of packets, back to back (as sdd_rich_pack writes them). The
+     * emulator sends the cycle over and over, each pass with the next burst id and the boards'
+     * sequence numbers running on; `frames` then counts datagrams. Read at create only. */
+    const void *na62_packets;
+    size_t na62_bytes;
 };
 
 /* What the emulator did, exactly. A receiver that lost nothing in the kernel sees:
@@ -167,16 +191,19 @@ struct sdd_ro_emu_stats {
     uint64_t damaged_frames; /* frames with at least one packet lost or corrupted */
     uint64_t empty_frames;   /* frames with every packet lost or corrupted */
     uint64_t send_retries;   /* sendmmsg calls retried (ENOBUFS, EAGAIN, ECONNREFUSED, EINTR) */
+    uint64_t unseen;         /* NA62: packets lost or corrupted after their board's last intact
+                                one; no receiver can tell those are missing */
     uint64_t elapsed_ns;     /* first to last send */
 };
 
-/* Defaults for a format: stream 0, 16 packets x 1024 B (jungfrau: 128 x 8192), as fast as
- * possible, no injection, pattern on. */
+/* Defaults for a format: stream 0, 16 packets x 1024 B (jungfrau: 128 x 8192; na62: one
+ * packet of at most 1472 B per "frame"), as fast as possible, no injection, pattern on. */
 SDD_API void sdd_ro_emu_opts_default(struct sdd_ro_emu_opts *o, sdd_ro_format fmt);
 
 /* Create an emulator that sends to host:port (numeric IPv4 or a name). Opens and connects a UDP
  * socket and allocates its buffers. Returns SDD_OK; SDD_EINVAL for bad options (geometry out of
  * range or not jungfrau's, probabilities outside [0, 1] or summing above 1, batch 0 or > 1024);
+ * SDD_EINVAL also for NA62 packets that are not a clean cycle of valid packets.
  * SDD_ENOENT for an unknown host; SDD_ENOMEM; an OS error. Caller owns *out. */
 SDD_API sdd_err sdd_ro_emu_create(const struct sdd_ro_emu_opts *o, const char *host, uint16_t port,
                                   sdd_ro_emu **out);
@@ -215,12 +242,13 @@ typedef enum {
 
 struct sdd_ro_rx_opts {
     sdd_ro_format format;
-    struct sdd_ro_geometry geom;
-    const char *host; /* address to bind (default "127.0.0.1"); "0.0.0.0" = all */
-    uint16_t port;    /* 0 = any free port (sdd_ro_rx_port() tells which) */
-    uint32_t slots;   /* frame slots in the ring (default 16, at least window + 1) */
-    uint32_t window;  /* frames assembled at once (default 4, 1..64) */
-    uint32_t batch;   /* datagrams per recvmmsg (default 32, 1..1024) */
+    struct sdd_ro_geometry geom; /* NA62: a slot holds packets_per_frame packets of up to
+                                    payload_size (1472) bytes; stream_id is not checked */
+    const char *host;            /* address to bind (default "127.0.0.1"); "0.0.0.0" = all */
+    uint16_t port;               /* 0 = any free port (sdd_ro_rx_port() tells which) */
+    uint32_t slots;              /* frame slots in the ring (default 16, at least window + 1) */
+    uint32_t window;             /* frames assembled at once (default 4, 1..64) */
+    uint32_t batch;              /* datagrams per recvmmsg (default 32, 1..1024) */
     sdd_ro_missing missing;
     sdd_ro_full full;
     uint32_t frame_timeout_ms; /* close open frames after this long without a packet (100) */
@@ -283,7 +311,8 @@ struct sdd_ro_counters {
     uint64_t coalesced;      /* gro: datagrams that came several to one receive */
 };
 
-/* Defaults for a format (see the field comments); geometry as sdd_ro_emu_opts_default. */
+/* Defaults for a format (see the field comments); geometry as sdd_ro_emu_opts_default, but
+ * NA62 slots of 64 packets of 1472 bytes. */
 SDD_API void sdd_ro_rx_opts_default(struct sdd_ro_rx_opts *o, sdd_ro_format fmt);
 
 /* Create a receiver: bind its UDP socket, allocate the slot ring (one page-aligned region,
@@ -312,7 +341,9 @@ SDD_API sdd_err sdd_ro_rx_stop(sdd_ro_rx *rx);
  * a frame comes or the receiver has stopped and nothing is left).
  * Returns SDD_OK with *out set (the consumer owns the slot until sdd_ro_rx_release);
  * SDD_EAGAIN on timeout; SDD_ECLOSED when stopped and drained.
- * Thread safety: one consumer thread. Waits by spinning about 1 µs, then in 20 µs sleeps. */
+ * Thread safety: one consumer thread. Waits by spinning about 1 µs, then in 20 µs naps, and
+ * after 1 ms without a frame sleeps until the receiver hands one over (an idle consumer uses
+ * no CPU). */
 SDD_API sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms);
 
 /* Give a slot back to the receiver. Returns SDD_OK, or SDD_EINVAL (counted, nothing changes)

@@ -11,6 +11,13 @@
 #include "sddaq/ring.h"
 #include "sddaq/fabric.h"
 #include "sddaq/rmem.h"
+#include "sddaq/crc32c.h"
+#include "sddaq/readout.h"
+#include "sddaq/evb.h"
 #include "sddaq/trigger.h"
+#include "sddaq/store.h"
+#include "sddaq/config.h"
+#include "sddaq/metrics.h"
+#include "sddaq/ctl.h"
 
 #endif

@@ -19,6 +19,7 @@
 #include "sddaq/err.h"
 #include "sddaq/hist.h"
 #include "sddaq/ring.h"
+#include "sddaq/rich.h" /* the NA62-style RICH L0 trigger */
 
 /* ---- Stubs ---------------------------------------------------------------------------- */
 

@@ -69,7 +69,12 @@ static bool translate(sdd_ep *ep, const struct fi_cq_data_entry *e, fi_addr_t sr
                       struct sdd_cqe *out)
 {
     struct ep_op *op = e->op_context;
-    if (op == NULL) {
+    /* A remote write's immediate data consumes none of our receives unless the provider says
+     * so (FI_RX_CQ_DATA); its op_context is then undefined (shm was seen to fill in a stray
+     * value), so it must not be taken for one of our operations. */
+    bool remote_write =
+        (e->flags & FI_REMOTE_CQ_DATA) && (e->flags & (FI_RMA | FI_REMOTE_WRITE)) != 0;
+    if (op == NULL || (remote_write && !ep->info.rx_cq_data)) {
         if (!(e->flags & FI_REMOTE_CQ_DATA)) {
             return false;
         }

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "readout/na62_cycle.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 #include "sddaq/log.h"
@@ -49,8 +50,9 @@ struct sdd_ro_emu {
     uint8_t *bufs;
     struct mmsghdr *msgs;
     struct iovec *iov;
-    uint8_t *ctrl; /* one UDP_SEGMENT control message per sendmmsg entry */
-    uint32_t gso;  /* datagrams per sendmmsg entry (1: no segmentation offload) */
+    uint8_t *ctrl;  /* one UDP_SEGMENT control message per sendmmsg entry */
+    uint32_t gso;   /* datagrams per sendmmsg entry (1: no segmentation offload) */
+    uint32_t *lens; /* of each datagram of the batch */
     struct spec *specs;
     uint32_t nspecs;
     uint32_t batch_limit;
@@ -63,7 +65,13 @@ struct sdd_ro_emu {
     bool any_sent;
     uint64_t max_frame;
     uint32_t max_packet;
-    struct sdd_ro_emu_stats st; /* the run thread's own */
+    /* NA62: the cycle, and per board what the receiver's sequence accounting will see. */
+    bool na62;
+    struct ro_na62_cycle cycle;
+    bool board_any[256];
+    uint64_t board_max[256];     /* highest datagram number sent intact */
+    uint64_t board_missing[256]; /* lost or corrupted since the board's last intact one */
+    struct sdd_ro_emu_stats st;  /* the run thread's own */
     _Atomic uint64_t pub[STATS_FIELDS];
     atomic_bool stop;
 };
@@ -99,6 +107,10 @@ static bool opts_valid(const struct sdd_ro_emu_opts *o)
         if (g->packets_per_frame != SDD_RO_JF_PACKETS || g->payload_size != SDD_RO_JF_PAYLOAD ||
             g->stream_id > 0xFFFFu) {
             return false;
+        }
+    } else if (o->format == SDD_RO_FMT_NA62) {
+        if (o->na62_packets == NULL || o->na62_bytes == 0 || o->gso > 1) {
+            return false; /* packets differ in size: no segmentation offload */
         }
     } else if (o->format != SDD_RO_FMT_STREAM) {
         return false;
@@ -176,13 +188,27 @@ sdd_err sdd_ro_emu_create(const struct sdd_ro_emu_opts *o, const char *host, uin
     }
     e->o = *o;
     e->dgram = SDD_RO_HEADER_SIZE + o->geom.payload_size;
+    double mean_dgram = (double)e->dgram;
+    if (o->format == SDD_RO_FMT_NA62) {
+        sdd_err err = ro_na62_cycle_init(&e->cycle, o->na62_packets, o->na62_bytes);
+        if (err != SDD_OK) {
+            free(e);
+            return err;
+        }
+        e->na62 = true;
+        e->o.na62_packets = NULL; /* the cycle holds its own copy */
+        e->o.geom.packets_per_frame = 1;
+        e->dgram = SDD_RO_NA62_MAX;
+        mean_dgram = e->cycle.mean_length;
+    }
     e->bufs = calloc(o->batch, e->dgram);
     e->msgs = calloc(o->batch, sizeof(*e->msgs));
     e->iov = calloc(o->batch, sizeof(*e->iov));
     e->specs = calloc(o->batch, sizeof(*e->specs));
+    e->lens = calloc(o->batch, sizeof(*e->lens));
     e->ctrl = calloc(o->batch, CMSG_SPACE(sizeof(uint16_t)));
     if (e->bufs == NULL || e->msgs == NULL || e->iov == NULL || e->specs == NULL ||
-        e->ctrl == NULL) {
+        e->ctrl == NULL || e->lens == NULL) {
         sdd_ro_emu_destroy(e);
         return SDD_ENOMEM;
     }
@@ -195,7 +221,7 @@ sdd_err sdd_ro_emu_create(const struct sdd_ro_emu_opts *o, const char *host, uin
     e->rng = o->seed != 0 ? o->seed : 1;
     e->gso = gso_segments(o, e->dgram);
     e->pps = o->rate_pps > 0    ? o->rate_pps
-             : o->rate_gbps > 0 ? o->rate_gbps * 1e9 / (8.0 * (double)e->dgram)
+             : o->rate_gbps > 0 ? o->rate_gbps * 1e9 / (8.0 * mean_dgram)
                                 : 0;
     e->batch_limit = e->pps > 0 && o->burst < o->batch ? o->burst : o->batch;
     atomic_init(&e->stop, false);
@@ -214,6 +240,8 @@ void sdd_ro_emu_destroy(sdd_ro_emu *e)
     if (e->fd >= 0) {
         close(e->fd);
     }
+    ro_na62_cycle_fini(&e->cycle);
+    free(e->lens);
     free(e->specs);
     free(e->ctrl);
     free(e->iov);
@@ -290,7 +318,7 @@ static uint32_t build_msgs(sdd_ro_emu *e, uint32_t n)
     for (uint32_t i = 0; i < n; i += e->gso, m++) {
         uint32_t k = n - i < e->gso ? n - i : e->gso;
         e->iov[m] = (struct iovec){.iov_base = e->bufs + (size_t)i * e->dgram,
-                                   .iov_len = (size_t)k * e->dgram};
+                                   .iov_len = k > 1 ? (size_t)k * e->dgram : e->lens[i]};
         e->msgs[m] = (struct mmsghdr){.msg_hdr = {.msg_iov = &e->iov[m], .msg_iovlen = 1}};
         if (k > 1) {
             struct msghdr *mh = &e->msgs[m].msg_hdr;
@@ -322,9 +350,20 @@ static sdd_err send_batch(sdd_ro_emu *e)
     if (e->t0 == 0) {
         e->t0 = now;
     }
+    uint64_t bytes = 0;
     for (uint32_t i = 0; i < n; i++) {
         const struct spec *s = &e->specs[i];
         uint8_t *d = e->bufs + (size_t)i * e->dgram;
+        e->lens[i] = (uint32_t)e->dgram;
+        if (e->na62) {
+            e->lens[i] = (uint32_t)ro_na62_cycle_build(&e->cycle, s->frame - e->o.first_frame, d);
+            if (s->flip_bit >= 0) {
+                d[s->flip_bit / 8] ^= (uint8_t)(1u << (s->flip_bit % 8));
+            }
+            bytes += e->lens[i];
+            continue;
+        }
+        bytes += e->dgram;
         struct sdd_ro_packet p = {
             .frame_id = s->frame,
             .send_ns = now,
@@ -361,7 +400,7 @@ static sdd_err send_batch(sdd_ro_emu *e)
         }
     }
     e->st.datagrams += n;
-    e->st.bytes += (uint64_t)n * e->dgram;
+    e->st.bytes += bytes;
     e->st.elapsed_ns = sdd_now_ns() - e->t0;
     e->nspecs = 0;
     e->batch_limit = e->o.batch;
@@ -378,9 +417,23 @@ static sdd_err send_batch(sdd_ro_emu *e)
 
 /* Queue one datagram; count reordering as the receiver will see it (the flipped ones never
  * reach its assembly). */
+/* NA62: the receiver tells order per board, by sequence number (datagram number here). */
+static void count_board_order(sdd_ro_emu *e, uint64_t n)
+{
+    uint8_t b = ro_na62_cycle_board(&e->cycle, n);
+    if (e->board_any[b] && n < e->board_max[b]) {
+        e->st.reordered++;
+    } else {
+        e->board_any[b] = true;
+        e->board_max[b] = n;
+    }
+}
+
 static sdd_err queue(sdd_ro_emu *e, struct spec s)
 {
-    if (s.flip_bit < 0) {
+    if (s.flip_bit < 0 && e->na62) {
+        count_board_order(e, s.frame - e->o.first_frame);
+    } else if (s.flip_bit < 0) {
         bool lower = e->any_sent && (s.frame < e->max_frame ||
                                      (s.frame == e->max_frame && s.packet < e->max_packet));
         if (lower) {
@@ -412,19 +465,38 @@ static sdd_err queue_and_release(sdd_ro_emu *e, struct spec s)
     return err;
 }
 
+/* NA62: whether the receiver can see that a board's packet is missing depends on a later
+ * intact packet of that board (ones held back for reordering still go out). */
+static void note_board_fate(sdd_ro_emu *e, uint64_t frame, bool intact)
+{
+    if (e->na62) {
+        uint8_t b = ro_na62_cycle_board(&e->cycle, frame - e->o.first_frame);
+        e->board_missing[b] = intact ? 0 : e->board_missing[b] + 1;
+    }
+}
+
+/* Bits a corruption may flip: those the receiver checks without a checksum for NA62 (magic
+ * and version), the checksummed header otherwise. */
+static uint32_t corruptible_bits(const sdd_ro_emu *e)
+{
+    return e->na62 ? 5 * 8 : SDD_RO_HEADER_SIZE * 8;
+}
+
 static sdd_err emit_packet(sdd_ro_emu *e, uint64_t frame, uint32_t packet)
 {
     const struct sdd_ro_emu_opts *o = &e->o;
     struct spec s = {.frame = frame, .packet = packet, .flip_bit = -1};
+    bool clean = e->st.packets < o->clean_first;
     e->st.packets++;
-    double r = uniform(&e->rng);
+    double r = clean ? 1.0 : uniform(&e->rng);
+    note_board_fate(e, frame, r >= o->loss + o->corrupt);
     if (r < o->loss) {
         e->st.lost++;
         return SDD_OK;
     }
     r -= o->loss;
     if (r < o->corrupt) {
-        s.flip_bit = (int32_t)(next_rand(&e->rng) % (SDD_RO_HEADER_SIZE * 8));
+        s.flip_bit = (int32_t)(next_rand(&e->rng) % corruptible_bits(e));
         e->st.corrupted++;
         return queue_and_release(e, s);
     }
@@ -477,6 +549,9 @@ sdd_err sdd_ro_emu_run(sdd_ro_emu *e)
     e->nheld = 0;
     if (err == SDD_OK) {
         err = send_batch(e);
+    }
+    for (int b = 0; e->na62 && b < 256; b++) {
+        e->st.unseen += e->board_missing[b];
     }
     publish(e);
     return err;

@@ -29,6 +29,8 @@ sdd_err ro_slots_init(sdd_ro_rx *rx)
     if (err != SDD_OK) {
         return err;
     }
+    ro_notify_init(&rx->ready_note);
+    ro_notify_init(&rx->free_note);
     /* Touch every page now, so the first pass over the ring does not page-fault inside the
      * kernel's copy, and the memory is resident for registration with a transport. */
     memset(sdd_pool_base(rx->pool), 0, sdd_pool_region_size(rx->pool));
@@ -83,10 +85,17 @@ struct ro_slot *ro_slot_acquire(sdd_ro_rx *rx)
     if (s != NULL || rx->o.full == SDD_RO_FULL_DROP_NEWEST) {
         return s;
     }
-    /* Block: the socket is not read meanwhile, so the kernel drops and SO_RXQ_OVFL counts. */
+    /* Block: the socket is not read meanwhile, so the kernel drops and SO_RXQ_OVFL counts.
+     * Sleep until the consumer releases a slot (or stop; the 1 ms bound is only a backstop). */
     uint64_t t0 = sdd_now_ns();
     while (s == NULL && !atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
-        sdd_sleep_ns(20 * SDD_NS_PER_US);
+        uint32_t seq = ro_notify_prepare(&rx->free_note);
+        s = ro_slot_get(rx);
+        if (s != NULL) {
+            ro_notify_cancel(&rx->free_note);
+            break;
+        }
+        ro_notify_wait(&rx->free_note, seq, SDD_NS_PER_MS);
         s = ro_slot_get(rx);
     }
     rx->c.blocked_ns += sdd_now_ns() - t0;
@@ -108,7 +117,9 @@ void ro_slot_deliver(sdd_ro_rx *rx, struct ro_slot *s)
         /* Impossible by construction (the ring holds every slot); never lose it silently. */
         SDD_ERROR("readout", "ready ring full: slot %u returned to the pool", s->f.slot);
         ro_slot_free(rx, s);
+        return;
     }
+    ro_notify_wake(&rx->ready_note);
 }
 
 sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
@@ -118,6 +129,7 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
     }
     uint64_t deadline =
         timeout_ms < 0 ? UINT64_MAX : sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
+    uint64_t napping_since = 0;
     for (unsigned spins = 0;; spins++) {
         void *obj;
         /* Pairs with the release in sdd_spsc_enqueue_burst (ro_slot_deliver). */
@@ -134,16 +146,39 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
             }
             return SDD_ECLOSED;
         }
-        if (timeout_ms == 0 || sdd_now_ns() >= deadline) {
+        uint64_t now = sdd_now_ns();
+        if (timeout_ms == 0 || now >= deadline) {
             return SDD_EAGAIN;
         }
-        /* Spin about a microsecond, then sleep: a consumer often shares a CPU with the
-         * receiver, and yielding in a loop would burn what the receiver needs. */
+        /* Spin about a microsecond, then nap in short sleeps while frames come often, and
+         * once none came for a millisecond, sleep until the receiver hands one over. Naps
+         * cost the receiver nothing; a wake-up per frame (a system call and two context
+         * switches when consumer and receiver share a CPU) would cost it more than the frame
+         * at tens of thousands of frames a second. An idle consumer uses no CPU. */
         if (spins < 64) {
             cpu_relax();
-        } else {
-            sdd_sleep_ns(20 * SDD_NS_PER_US);
+            continue;
         }
+        if (napping_since == 0) {
+            napping_since = now;
+        }
+        if (now - napping_since < SDD_NS_PER_MS) {
+            sdd_sleep_ns(20 * SDD_NS_PER_US);
+            continue;
+        }
+        uint32_t seq = ro_notify_prepare(&rx->ready_note);
+        if (sdd_spsc_dequeue(rx->ready, &obj) == SDD_OK) {
+            ro_notify_cancel(&rx->ready_note);
+            *out = obj;
+            return SDD_OK;
+        }
+        if (atomic_load_explicit(&rx->done, memory_order_acquire)) {
+            ro_notify_cancel(&rx->ready_note);
+            continue; /* the check above drains and returns */
+        }
+        uint64_t left = deadline - now;
+        ro_notify_wait(&rx->ready_note, seq,
+                       left < 100 * SDD_NS_PER_MS ? left : 100 * SDD_NS_PER_MS);
     }
 }
 
@@ -169,5 +204,6 @@ sdd_err sdd_ro_rx_release(sdd_ro_rx *rx, struct sdd_ro_frame *f)
     /* From the pool, not f->data, which the consumer could have overwritten. The pool's ring
      * hands the slot back to the receiver with release/acquire ordering. */
     sdd_pool_put(rx->pool, sdd_pool_at(rx->pool, idx));
+    ro_notify_wake(&rx->free_note);
     return SDD_OK;
 }

@@ -1,47 +1,24 @@
 /* The readout packet formats: strict parsing of a datagram's 48-byte header into its fields
  * with a reason code for every refusal, encoding (for emulators and tests), and the CRC-32C
- * that both formats use as header checksum. Self-contained (the fuzz target links it alone). */
-#include <pthread.h>
+ * that both formats use as header checksum. Needs only src/core/crc32c.c (the fuzz target
+ * links the two alone). */
 #include <string.h>
 
 #include "core/le.h"
+#include "sddaq/crc32c.h"
 #include "sddaq/readout.h"
 
-/* ---- CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) ---------------------------------- */
-
-static uint32_t crc_table[256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_table_init(void)
-{
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) {
-            c = (c >> 1) ^ ((c & 1u) ? 0x82F63B78u : 0u);
-        }
-        crc_table[i] = c;
-    }
-}
-
-/* Continue a CRC over more bytes; start with ~0 and invert at the end. */
-static uint32_t crc_update(uint32_t crc, const uint8_t *p, size_t len)
-{
-    pthread_once(&crc_once, crc_table_init);
-    for (size_t i = 0; i < len; i++) {
-        crc = crc_table[(crc ^ p[i]) & 0xFFu] ^ (crc >> 8);
-    }
-    return crc;
-}
+/* ---- Checksums (CRC-32C, sddaq/crc32c.h) ---------------------------------------------------- */
 
 uint32_t sdd_ro_crc32c(const void *buf, size_t len)
 {
-    return ~crc_update(~0u, buf, len);
+    return sdd_crc32c(0, buf, len);
 }
 
 /* The jungfrau checksum lives in `debug` (bytes 40..43), so it covers the other 44 bytes. */
 static uint32_t jf_crc(const uint8_t *h)
 {
-    return ~crc_update(crc_update(~0u, h, 40), h + 44, 4);
+    return sdd_crc32c(sdd_crc32c(0, h, 40), h + 44, 4);
 }
 
 /* ---- Reasons -------------------------------------------------------------------------------- */
@@ -234,6 +211,47 @@ static void encode_jungfrau(const struct sdd_ro_packet *p, uint8_t *h)
     put_le32(h + JF_DEBUG, jf_crc(h));
 }
 
+/* ---- NA62-like multi-event packet header (docs/formats.md "RICH packet") ------------------ */
+
+enum {
+    NA_MAGIC = 0,
+    NA_VERSION = 4,
+    NA_BOARD = 5,
+    NA_EVENTS = 6,
+    NA_LENGTH = 8,
+    NA_SEQ = 12,
+};
+
+/* The header only: the events inside are the event finder's to check. */
+static sdd_ro_reason parse_na62(const uint8_t *h, size_t len, struct sdd_ro_packet *out)
+{
+    if (len < SDD_RO_NA62_HEADER) {
+        return SDD_RO_SHORT;
+    }
+    if (len > SDD_RO_NA62_MAX) {
+        return SDD_RO_OVERSIZE;
+    }
+    if (get_le32(h + NA_MAGIC) != SDD_RO_NA62_MAGIC) {
+        return SDD_RO_MAGIC;
+    }
+    if (h[NA_VERSION] != SDD_RO_NA62_VERSION) {
+        return SDD_RO_VERSION;
+    }
+    if (get_le32(h + NA_LENGTH) != len || len % 4 != 0) {
+        return SDD_RO_LENGTH;
+    }
+    if (get_le16(h + NA_EVENTS) == 0) {
+        return SDD_RO_GEOMETRY;
+    }
+    *out = (struct sdd_ro_packet){
+        .frame_id = get_le32(h + NA_SEQ),
+        .stream_id = h[NA_BOARD],
+        .packets_per_frame = 1,
+        .payload_len = (uint32_t)(len - SDD_RO_NA62_HEADER),
+    };
+    return SDD_RO_OK;
+}
+
 /* ---- Entry points --------------------------------------------------------------------------- */
 
 sdd_ro_reason sdd_ro_parse(sdd_ro_format fmt, const void *buf, size_t len,
@@ -247,6 +265,8 @@ sdd_ro_reason sdd_ro_parse(sdd_ro_format fmt, const void *buf, size_t len,
         return parse_stream(buf, len, expect, out);
     case SDD_RO_FMT_JUNGFRAU:
         return parse_jungfrau(buf, len, expect, out);
+    case SDD_RO_FMT_NA62:
+        return parse_na62(buf, len, out);
     }
     return SDD_RO_MAGIC; /* no format of ours */
 }
@@ -263,6 +283,8 @@ sdd_err sdd_ro_encode(sdd_ro_format fmt, const struct sdd_ro_packet *p, void *hd
     case SDD_RO_FMT_JUNGFRAU:
         encode_jungfrau(p, hdr);
         return SDD_OK;
+    case SDD_RO_FMT_NA62:
+        return SDD_EINVAL; /* built by the trigger's packer (sdd_rich_pkt_*), not here */
     }
     return SDD_EINVAL;
 }

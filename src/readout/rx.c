@@ -47,13 +47,22 @@ void sdd_ro_rx_opts_default(struct sdd_ro_rx_opts *o, sdd_ro_format fmt)
         .rcvbuf = 8 << 20,
         .cpu = -1,
     };
+    if (fmt == SDD_RO_FMT_NA62) {
+        o->geom.packets_per_frame = 64; /* a slot of 64 packets' room, about 92 KiB */
+        o->geom.payload_size = SDD_RO_NA62_MAX;
+    }
 }
 
 static bool opts_valid(const struct sdd_ro_rx_opts *o)
 {
     const struct sdd_ro_geometry *g = &o->geom;
-    if (o->format != SDD_RO_FMT_STREAM && o->format != SDD_RO_FMT_JUNGFRAU) {
+    if (o->format != SDD_RO_FMT_STREAM && o->format != SDD_RO_FMT_JUNGFRAU &&
+        o->format != SDD_RO_FMT_NA62) {
         return false;
+    }
+    if (o->format == SDD_RO_FMT_NA62 &&
+        (uint64_t)g->packets_per_frame * g->payload_size < SDD_RO_NA62_MAX) {
+        return false; /* a slot must hold the largest packet */
     }
     if (o->format == SDD_RO_FMT_JUNGFRAU &&
         (g->packets_per_frame != SDD_RO_JF_PACKETS || g->payload_size != SDD_RO_JF_PAYLOAD ||
@@ -120,6 +129,12 @@ out_free_ai:
     return err;
 }
 
+/* GRO and NA62 receive whole datagrams into plain buffers, not scattered into slots. */
+static bool whole_datagrams(const sdd_ro_rx *rx)
+{
+    return rx->o.gro || rx->o.format == SDD_RO_FMT_NA62;
+}
+
 static sdd_err alloc_batch(sdd_ro_rx *rx)
 {
     uint32_t b = rx->o.batch;
@@ -131,7 +146,7 @@ static sdd_err alloc_batch(sdd_ro_rx *rx)
     rx->scratch = calloc(b, rx->payload);
     rx->tail = calloc(b, 1);
     rx->ctrl = calloc(b, rx->ctrl_len);
-    if (rx->o.gro) {
+    if (whole_datagrams(rx)) {
         rx->gro_bufs = malloc((size_t)b * RO_GRO_BUF);
         if (rx->gro_bufs == NULL) {
             return SDD_ENOMEM;
@@ -174,6 +189,9 @@ sdd_err sdd_ro_rx_create(const struct sdd_ro_rx_opts *o, sdd_ro_rx **out)
     sdd_err err = ro_slots_init(rx);
     if (err == SDD_OK) {
         err = ro_asm_init(rx);
+    }
+    if (err == SDD_OK) {
+        err = ro_pack_init(rx);
     }
     if (err == SDD_OK) {
         err = alloc_batch(rx);
@@ -227,7 +245,7 @@ static void init_batch(sdd_ro_rx *rx)
 {
     for (uint32_t k = 0; k < rx->o.batch; k++) {
         struct iovec *iov = &rx->iov[3 * k];
-        if (rx->o.gro) {
+        if (whole_datagrams(rx)) {
             iov[0] = (struct iovec){rx->gro_bufs + (size_t)k * RO_GRO_BUF, RO_GRO_BUF};
             rx->msgs[k].msg_hdr = (struct msghdr){
                 .msg_iov = iov,
@@ -353,6 +371,10 @@ static void process_batch(sdd_ro_rx *rx, uint32_t n, uint64_t now)
 /* Parse and place one datagram that sits whole at d (GRO buffers): one copy to its slot. */
 static void place_contiguous(sdd_ro_rx *rx, const uint8_t *d, size_t len, uint64_t now)
 {
+    if (rx->o.format == SDD_RO_FMT_NA62) {
+        ro_pack_place(rx, d, len, now);
+        return;
+    }
     rx->c.datagrams++;
     rx->c.bytes += len;
     struct sdd_ro_packet p;
@@ -388,7 +410,17 @@ static void process_batch_gro(sdd_ro_rx *rx, uint32_t n, uint64_t now)
     }
 }
 
-/* Receive loop with GRO: whole buffers, no prediction; the kernel may coalesce. */
+/* Close what is open: frames by the missing-packet policy, or the NA62 slot being filled. */
+static void flush_open(sdd_ro_rx *rx, uint64_t now)
+{
+    if (rx->o.format == SDD_RO_FMT_NA62) {
+        ro_pack_flush(rx, now);
+    } else {
+        ro_asm_flush(rx, now);
+    }
+}
+
+/* Receive loop for whole datagrams (GRO, NA62): no prediction; the kernel may coalesce. */
 static void rx_loop_gro(sdd_ro_rx *rx, int flags, uint64_t timeout_ns)
 {
     while (!atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
@@ -404,7 +436,7 @@ static void rx_loop_gro(sdd_ro_rx *rx, int flags, uint64_t timeout_ns)
             sdd_sleep_ns(SDD_NS_PER_MS);
         }
         if (n <= 0 && rx->any && now - rx->last_packet_ns > timeout_ns) {
-            ro_asm_flush(rx, now);
+            flush_open(rx, now);
         }
         publish(rx);
     }
@@ -422,7 +454,7 @@ static void *rx_thread(void *arg)
      * one or two datagrams per call and should not set up the whole batch each time. */
     uint32_t want = rx->o.batch;
     init_batch(rx);
-    if (rx->o.gro) {
+    if (whole_datagrams(rx)) {
         rx_loop_gro(rx, flags, timeout_ns);
     }
     while (!atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
@@ -442,10 +474,11 @@ static void *rx_thread(void *arg)
         }
         publish(rx);
     }
-    ro_asm_flush(rx, sdd_now_ns());
+    flush_open(rx, sdd_now_ns());
     publish(rx);
     /* Release pairs with the acquire in sdd_ro_rx_next: every delivery above is visible. */
     atomic_store_explicit(&rx->done, true, memory_order_release);
+    ro_notify_wake_always(&rx->ready_note);
     return NULL;
 }
 
@@ -473,10 +506,12 @@ sdd_err sdd_ro_rx_stop(sdd_ro_rx *rx)
     }
     if (rx->started) {
         atomic_store_explicit(&rx->stop, true, memory_order_relaxed);
+        ro_notify_wake_always(&rx->free_note); /* a receiver blocked for a slot */
         pthread_join(rx->thread, NULL);
         rx->started = false;
     }
     atomic_store_explicit(&rx->done, true, memory_order_release);
+    ro_notify_wake_always(&rx->ready_note);
     return SDD_OK;
 }
 
@@ -497,6 +532,7 @@ void sdd_ro_rx_destroy(sdd_ro_rx *rx)
     free(rx->pred);
     free(rx->iov);
     free(rx->msgs);
+    ro_pack_fini(rx);
     ro_asm_fini(rx);
     ro_slots_fini(rx);
     free(rx);

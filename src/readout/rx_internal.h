@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
+#include "readout/notify.h"
 #include "sddaq/pool.h"
 #include "sddaq/readout.h"
 #include "sddaq/ring.h"
@@ -39,6 +40,16 @@ struct ro_entry {
     uint64_t *bits;
 };
 
+/* NA62 sequence tracking of one board: the 64 numbers below `next`, bit i for next - 1 - i.
+ * `known` bits were accounted for (received, or counted lost); `seen` bits arrived. */
+struct ro_board {
+    uint32_t next;
+    uint64_t known, seen;
+    bool started;
+};
+
+#define RO_BOARDS 256 /* the board field is one byte */
+
 /* Where one datagram of a recvmmsg batch was told to land its payload. */
 struct ro_pred {
     struct ro_entry *e; /* NULL: the batch's scratch buffer */
@@ -61,6 +72,8 @@ struct sdd_ro_rx {
     struct ro_slot *slots;
     uint8_t *slot_bitmaps;
     sdd_spsc *ready;
+    struct ro_notify ready_note; /* a frame was handed over (the consumer may sleep on it) */
+    struct ro_notify free_note;  /* a slot came back (a blocked receiver may sleep on it) */
 
     /* Assembly state, receiver thread only. */
     struct ro_entry *entries;
@@ -83,7 +96,14 @@ struct sdd_ro_rx {
     uint8_t *tail;
     uint8_t *ctrl;
     size_t ctrl_len;
-    uint8_t *gro_bufs; /* gro: one RO_GRO_BUF-byte buffer per datagram of the batch */
+    uint8_t *gro_bufs; /* gro, na62: one RO_GRO_BUF-byte buffer per datagram of the batch */
+
+    /* NA62 packing (pack.c), receiver thread only. */
+    struct ro_board *boards;
+    struct ro_slot *pack_slot; /* the slot being filled, or NULL */
+    size_t pack_fill;          /* its bytes so far */
+    uint32_t pack_count;       /* its packets so far */
+    uint64_t pack_buffers;     /* slots delivered: the next one's frame_id */
     uint32_t ovfl_last;
 
     /* Thread and publication. */
@@ -110,6 +130,13 @@ static inline bool ro_bit(const struct ro_entry *e, uint32_t p)
 {
     return (e->bits[p / 64] >> (p % 64)) & 1u;
 }
+
+/* pack.c (NA62): validate, account by board sequence numbers, pack into the current slot. */
+sdd_err ro_pack_init(sdd_ro_rx *rx);
+void ro_pack_fini(sdd_ro_rx *rx);
+void ro_pack_place(sdd_ro_rx *rx, const uint8_t *d, size_t len, uint64_t now);
+/* Hand over the slot being filled, if it holds anything (idle timeout, stop). */
+void ro_pack_flush(sdd_ro_rx *rx, uint64_t now);
 
 /* handoff.c */
 sdd_err ro_slots_init(sdd_ro_rx *rx);

@@ -2,8 +2,12 @@
 # Short libFuzzer runs of every parser of untrusted bytes (tests/fuzz/fuzz_*.c), as the CI fuzz
 # smoke test: the bootstrap wire (src/fabric/boot_wire.c), the remote-memory control
 # messages and ring adoption (src/rmem/wire.c, trb.c), the trigger's stub blocks
-# (src/trigger/hough_stub.c) and the readout packet parser (src/readout/packet.c). Skips (77)
+# (src/trigger/hough_stub.c), the readout packet parser (src/readout/packet.c) and the RICH
+# receive-buffer event finder and merge (src/trigger/rich_event_finder.c, rich_merge.c). Skips (77)
 # where clang with libFuzzer is not installed.
+# The raw run-file reader (src/store/raw_read.c) is fuzzed too, and the topology config
+# (src/ctl/config*.c, YAML through libyaml: parse, validate, emit and parse again) and the
+# control API's JSON request body (src/ctl/http_json.c).
 # Usage: test_fuzz.sh [sddaq binary, unused] ; FUZZ_SECONDS overrides the time per target.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -18,7 +22,12 @@ fuzz() {
     local name=$1 max_len=$2
     shift 2
     local srcs=()
-    for s in "$@"; do srcs+=("$root/$s"); done
+    for s in "$@"; do
+        case $s in
+        -l*) srcs+=("$s") ;; # a library the sources need (after them on the command line)
+        *) srcs+=("$root/$s") ;;
+        esac
+    done
     if ! "$cc" -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined -I"$root/include" \
         -I"$root/src" "$root/tests/fuzz/$name.c" "${srcs[@]}" "$root/src/core/err.c" \
         "$root/src/core/log.c" -lpthread -o "$work/$name" 2>"$work/cc.log"; then
@@ -38,4 +47,10 @@ fuzz() {
 fuzz fuzz_boot_wire 70000 src/fabric/boot_wire.c
 fuzz fuzz_rmem_wire 4096 src/rmem/wire.c src/rmem/trb.c
 fuzz fuzz_hough_stub 4096 src/trigger/hough_stub.c
-fuzz fuzz_readout_packet 9000 src/readout/packet.c
+fuzz fuzz_readout_packet 9000 src/readout/packet.c src/core/crc32c.c
+fuzz fuzz_store_raw 65536 src/store/raw_read.c src/core/crc32c.c
+fuzz fuzz_rich_packet 16384 src/trigger/rich_event_finder.c src/trigger/rich_merge.c \
+    src/trigger/rich_geom.c src/trigger/rich_packet.c src/trigger/gen/rich_gen.c
+fuzz fuzz_config 8192 src/ctl/config.c src/ctl/config_parse.c src/ctl/config_validate.c \
+    src/ctl/config_emit.c src/ctl/config_default.c -lyaml
+fuzz fuzz_ctl_json 4096 src/ctl/http_json.c

@@ -1,0 +1,238 @@
+/* The event builder (LHCb LSEB model): readout units (RU) pack the fragments of `bulk`
+ * consecutive events into one multi-event bulk and push bulk k, by RMA write with immediate data,
+ * into a slot that builder unit (BU) k mod N advertised; every RU walks the BUs in an order
+ * rotated by its own index (barrel shifter) and no central scheduler exists. A BU returns a
+ * credit and an acknowledgement for each bulk once the events it carries are built; an RU keeps
+ * every bulk until that acknowledgement, so when a BU dies its unacknowledged bulks are sent
+ * again to the survivors. A BU assembles the fragments of every source for each event, checks
+ * every fragment (header, length, optional CRC32C, payload pattern) and hands built events to
+ * the next stage; events that miss a source leave flagged with what is missing and why.
+ *
+ * One sdd_evb_node runs one node: an RU, a BU or both (then the RU hands bulks for its own BU
+ * over by pointer, without the fabric). All of a node's work happens in the thread that calls
+ * sdd_evb_node_poll()/sdd_evb_node_run(); a node is not internally locked.
+ *
+ * Wire formats (little-endian; docs/formats.md, "Event builder"): */
+#ifndef SDDAQ_EVB_H
+#define SDDAQ_EVB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sddaq/api.h"
+#include "sddaq/crc32c.h"
+#include "sddaq/err.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "sddaq evb formats are little-endian; big-endian hosts are not supported yet"
+#endif
+
+#define SDD_EVB_MAX_NODES   64
+#define SDD_EVB_FRAG_MAGIC  0x46425645u /* "EVBF" */
+#define SDD_EVB_BULK_MAGIC  0x42425645u /* "EVBB" */
+#define SDD_EVB_EVENT_MAGIC 0x45425645u /* "EVBE" */
+#define SDD_EVB_VERSION     1
+#define SDD_EVB_ALIGN       8 /* fragments start on 8-byte boundaries inside a bulk */
+
+/* ---- formats ------------------------------------------------------------------------------ */
+
+/* Fragment header, 32 bytes, followed by `length` payload bytes and padding to SDD_EVB_ALIGN. */
+enum { SDD_EVB_FRAG_CRC = 1 }; /* crc holds CRC32C of the payload */
+struct sdd_evb_frag_hdr {
+    uint32_t magic;  /* SDD_EVB_FRAG_MAGIC */
+    uint8_t version; /* SDD_EVB_VERSION */
+    uint8_t flags;   /* SDD_EVB_FRAG_* */
+    uint16_t source; /* source (readout board) id */
+    uint32_t length; /* payload bytes, header and padding excluded */
+    uint32_t crc;    /* CRC32C of the payload when flags & SDD_EVB_FRAG_CRC, else 0 */
+    uint64_t event_id;
+    uint64_t reserved; /* 0 */
+};
+
+/* Bulk header, 40 bytes, then nfrag metadata entries, then the fragments. */
+enum { SDD_EVB_BULK_RESENT = 1 }; /* sent again after its first BU died */
+struct sdd_evb_bulk_hdr {
+    uint32_t magic;   /* SDD_EVB_BULK_MAGIC */
+    uint8_t version;  /* SDD_EVB_VERSION */
+    uint8_t flags;    /* SDD_EVB_BULK_* */
+    uint16_t source;  /* the source of every fragment in the bulk */
+    uint32_t nfrag;   /* fragments = events carried */
+    uint32_t bytes;   /* whole bulk, this header included */
+    uint64_t bulk_id; /* k: events k*bulk .. k*bulk+nfrag-1 */
+    uint64_t first_event;
+    uint32_t ru; /* RU index of the sender */
+    uint32_t reserved;
+};
+
+/* Per-fragment metadata inside a bulk, 16 bytes. */
+struct sdd_evb_frag_meta {
+    uint64_t event_id;
+    uint32_t offset; /* from the start of the bulk to the fragment header */
+    uint32_t length; /* header + payload + padding */
+};
+
+/* Built-event flags (events and per-source entries). */
+enum {
+    SDD_EVB_EV_MISSING = 1,  /* at least one source absent */
+    SDD_EVB_EV_TIMEOUT = 2,  /* a source was absent when the event timeout expired */
+    SDD_EVB_EV_CORRUPT = 4,  /* at least one fragment failed validation */
+    SDD_EVB_EV_SRC_LOST = 8, /* a source's RU was declared dead */
+    SDD_EVB_EV_RESENT = 16,  /* built from bulks re-sent after a BU failure */
+};
+
+/* Serialized built event: this 32-byte header, the presence bitmap (ceil(nsources/64) words,
+ * bit s set = source s present and valid), nsources table entries, then the fragments. */
+struct sdd_evb_event_hdr {
+    uint32_t magic;  /* SDD_EVB_EVENT_MAGIC */
+    uint8_t version; /* SDD_EVB_VERSION */
+    uint8_t flags;   /* SDD_EVB_EV_* */
+    uint16_t nsources;
+    uint32_t npresent;
+    uint32_t bytes; /* whole serialized event */
+    uint64_t event_id;
+    uint64_t reserved;
+};
+struct sdd_evb_event_entry {
+    uint32_t offset; /* from the event start to the fragment header; 0 when absent */
+    uint32_t length; /* fragment header + payload, 0 when absent */
+    uint32_t flags;  /* SDD_EVB_EV_MISSING / _TIMEOUT / _SRC_LOST / _CORRUPT for this source */
+    uint32_t reserved;
+};
+
+/* A built event as handed to the next stage. Pointers are valid only during the callback. */
+struct sdd_evb_event {
+    uint64_t event_id;
+    uint32_t flags; /* SDD_EVB_EV_* */
+    uint32_t nsources;
+    uint32_t npresent;                           /* fragments present and valid */
+    uint32_t bytes;                              /* sum of present fragments (header + payload) */
+    const uint64_t *present;                     /* bitmap, nsources bits */
+    const struct sdd_evb_frag_hdr *const *frags; /* [nsources], NULL where absent */
+    const uint32_t *src_flags;                   /* [nsources], SDD_EVB_EV_* per source */
+    bool batch_end; /* last event of its bulk: the RUs get their acknowledgements (and may
+                       forget the data) right after this callback returns, so a consumer that
+                       buffers must make its output durable now to keep "nothing lost" true */
+};
+
+/* Bytes sdd_evb_event_serialize() needs for ev. */
+SDD_API size_t sdd_evb_event_size(const struct sdd_evb_event *ev);
+/* Write ev in the built-event format into buf (cap bytes). Returns the byte count, or
+ * SDD_ETOOBIG when cap is too small. Copies; ev stays owned by the caller. */
+SDD_API long sdd_evb_event_serialize(const struct sdd_evb_event *ev, void *buf, size_t cap);
+
+/* Validation result of one fragment. */
+typedef enum {
+    SDD_EVB_FRAG_OK = 0,
+    SDD_EVB_FRAG_BAD_MAGIC,
+    SDD_EVB_FRAG_BAD_VERSION,
+    SDD_EVB_FRAG_BAD_SOURCE,
+    SDD_EVB_FRAG_BAD_EVENT,
+    SDD_EVB_FRAG_BAD_LENGTH,
+    SDD_EVB_FRAG_BAD_CRC,
+    SDD_EVB_FRAG_BAD_PAYLOAD,
+} sdd_evb_frag_check;
+
+/* Check one fragment of avail bytes against what it must be (source, event id) and, when
+ * verify_payload, its payload against the pattern of sdd_evb_source_fill(). Never reads past
+ * avail. Thread-safe. */
+SDD_API sdd_evb_frag_check sdd_evb_frag_validate(const void *frag, size_t avail, uint16_t source,
+                                                 uint64_t event_id, bool verify_payload);
+SDD_API const char *sdd_evb_frag_check_name(sdd_evb_frag_check c);
+
+/* ---- sources: emulated readout boards ------------------------------------------------------ */
+
+typedef enum { SDD_EVB_SIZE_FIXED = 0, SDD_EVB_SIZE_UNIFORM, SDD_EVB_SIZE_LOGNORMAL } sdd_evb_dist;
+
+struct sdd_evb_source_opts {
+    sdd_evb_dist dist;
+    uint32_t mean; /* payload bytes: fixed size, uniform/log-normal mean */
+    uint32_t min;  /* uniform lower bound; all: clamp */
+    uint32_t max;  /* uniform upper bound; all: clamp (0 = 4 * mean) */
+    double sigma;  /* log-normal: sigma of ln(size) (default 0.5) */
+    uint64_t seed; /* same seed, source and event give the same size */
+};
+
+/* Payload size of (source, event) under opts: deterministic, thread-safe. */
+SDD_API uint32_t sdd_evb_source_size(const struct sdd_evb_source_opts *o, uint16_t source,
+                                     uint64_t event_id);
+/* Write one fragment (header + payload + padding) at dst, which has cap bytes. The payload is
+ * a pattern of (source, event, offset) when fill_payload, else left as is. crc: fill the CRC.
+ * Returns the bytes written (a multiple of SDD_EVB_ALIGN) or SDD_ETOOBIG. */
+SDD_API long sdd_evb_source_fill(void *dst, size_t cap, uint16_t source, uint64_t event_id,
+                                 uint32_t length, bool fill_payload, bool crc);
+
+/* ---- nodes -------------------------------------------------------------------------------- */
+
+enum { SDD_EVB_ROLE_RU = 1, SDD_EVB_ROLE_BU = 2 };
+typedef enum { SDD_EVB_VERIFY_NONE = 0, SDD_EVB_VERIFY_HEADER, SDD_EVB_VERIFY_FULL } sdd_evb_verify;
+
+typedef void (*sdd_evb_event_fn)(const struct sdd_evb_event *ev, void *arg);
+
+struct sdd_evb_opts {
+    const char *provider; /* fabric provider (NULL = auto) */
+    int wait_mode;        /* sdd_wait_mode of the endpoint (default SDD_WAIT_ADAPTIVE) */
+    const char *host;     /* this node's listen address (NULL = all) */
+    uint16_t port;        /* this node's listen port (0 = any) */
+    uint32_t node;        /* this node's index in the node list */
+    uint32_t nnodes;      /* nodes in the run, 1..SDD_EVB_MAX_NODES */
+    uint8_t roles[SDD_EVB_MAX_NODES]; /* SDD_EVB_ROLE_* of every node (0 = both) */
+    uint64_t events;                  /* events in the run (each RU generates all of them) */
+    uint32_t bulk;                    /* events per bulk (default 64) */
+    uint32_t credits;                 /* slots per RU that each BU grants (default 4) */
+    struct sdd_evb_source_opts src;
+    double rate;               /* events/s per RU, 0 = as fast as possible */
+    sdd_evb_verify verify;     /* default SDD_EVB_VERIFY_FULL */
+    bool crc;                  /* RUs fill and BUs check CRC32C per fragment */
+    uint32_t hb_ms;            /* heartbeat period (default 100) */
+    uint32_t dead_ms;          /* a peer silent this long is declared dead (default 2000) */
+    uint32_t event_timeout_ms; /* incomplete events leave after this (default 5000) */
+    uint64_t corrupt_every;    /* test hook: RU corrupts every n-th fragment it sends (0 = none) */
+    sdd_evb_event_fn on_event; /* called for every built event (may be NULL) */
+    void *on_event_arg;
+};
+
+/* Fill opts with the defaults above (2 nodes, both roles, 100000 events, 1 KiB fixed). */
+SDD_API void sdd_evb_opts_default(struct sdd_evb_opts *opts);
+
+struct sdd_evb_stats {
+    /* RU */
+    uint64_t bulks_sent, bulks_local, bulks_resent, bytes_sent, events_generated;
+    uint64_t bu_failures;    /* BUs this node declared dead */
+    uint64_t fail_detect_ns; /* monotonic time of the first BU death seen (0 = none) */
+    uint64_t fail_resend_ns; /* monotonic time its re-sent bulks were all acknowledged */
+    /* BU */
+    uint64_t events_built, events_complete, events_incomplete, events_corrupt;
+    uint64_t frags_ok, frags_missing, frags_corrupt;
+    uint64_t bulks_rx, bulks_rx_local, bytes_rx, bulks_dup, bulks_bad, bulks_late;
+    uint64_t bytes_built; /* fragment bytes (header + payload) of valid fragments delivered */
+    uint64_t ru_failures; /* RUs this node declared dead */
+    /* time */
+    uint64_t start_ns, end_ns;       /* data phase, monotonic */
+    uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */
+    uint64_t cpu_ns;                 /* process CPU time (user + system) */
+};
+
+typedef struct sdd_evb_node sdd_evb_node;
+
+/* Create a node: validate opts (copied), open the endpoint, register the BU slots and the RU
+ * bulk pool (credits x BUs sized), listen on host:port. Blocks briefly. Errors: SDD_EINVAL
+ * (opts), SDD_ENOPROV, SDD_ENOMEM, fabric errors. */
+SDD_API sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out);
+/* The port this node listens on (useful with port 0). */
+SDD_API uint16_t sdd_evb_node_port(const sdd_evb_node *n);
+/* Connect to every other node (hosts[i]:ports[i], i != self) within timeout_ms: lower indices
+ * are dialled, higher ones accepted. Every node must use the same options (checked). Blocks. */
+SDD_API sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts,
+                                     const uint16_t *ports, int timeout_ms);
+/* Do a bounded amount of work, waiting up to wait_ms when there is none. Returns 1 while the
+ * run goes on, 0 once this node's roles are finished, or a negative sdd_err (e.g. SDD_EPEERDEAD
+ * when no BU is left). */
+SDD_API int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms);
+/* Poll until the run ends; returns SDD_OK or the error. */
+SDD_API sdd_err sdd_evb_node_run(sdd_evb_node *n);
+SDD_API void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out);
+/* Close the endpoint (peers see BYE) and free everything. NULL ignored. */
+SDD_API void sdd_evb_node_destroy(sdd_evb_node *n);
+
+#endif

@@ -1,0 +1,347 @@
+/* The builder unit: exposes credits x RUs x 2 registered bulk slots (regular and re-send),
+ * collects bulk k from every RU, validates every fragment of every event, hands each built
+ * event to the next stage (the on_event callback) and then returns each slot to its RU with an
+ * acknowledgement. Bulks already built are recognised by id and only acknowledged. Events that
+ * miss an RU leave flagged: source lost (the RU died or went away) or timeout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "evb_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/log.h"
+
+#define LOG "evb"
+
+enum { RU_LIVE = 0, RU_DONE, RU_DEAD };
+
+struct bu_set {
+    bool used;
+    bool resent;
+    uint64_t k;
+    uint64_t first_ns;
+    const uint8_t *bulk[SDD_EVB_MAX_NODES]; /* per RU, NULL until it arrived */
+    uint32_t slot[SDD_EVB_MAX_NODES];       /* UINT32_MAX: handed over by the local RU */
+};
+
+struct evb_bu {
+    uint32_t b;
+    sdd_mr *mr;
+    uint8_t *mem;
+    size_t bytes;
+    struct bu_set *sets;
+    uint32_t nsets, nused;
+    uint8_t ru_state[SDD_EVB_MAX_NODES];
+    uint64_t *built; /* bit k: bulk-set k was built here */
+    uint64_t next_scan_ns;
+    uint64_t local_ns; /* building time spent inside the local RU's step */
+};
+
+sdd_err evb_bu_create(struct sdd_evb_node *n)
+{
+    struct evb_bu *bu = calloc(1, sizeof(*bu));
+    if (bu == NULL) {
+        return SDD_ENOMEM;
+    }
+    n->bu = bu;
+    bu->b = (uint32_t)n->bu_of[n->self];
+    uint32_t C = n->o.credits;
+    bu->bytes = (size_t)n->nru * 2 * C * n->slot_size;
+    bu->mem = aligned_alloc(4096, (bu->bytes + 4095) & ~(size_t)4095);
+    /* Remote RUs hold at most 2C slots each; the local RU at most its whole pool. */
+    bu->nsets = n->nru * 2 * C + n->nbu * (C + 1) + 4;
+    bu->sets = calloc(bu->nsets, sizeof(*bu->sets));
+    bu->built = calloc((n->nbulks + 63) / 64, 8);
+    if (bu->mem == NULL || bu->sets == NULL || bu->built == NULL) {
+        return SDD_ENOMEM;
+    }
+    memset(bu->mem, 0, bu->bytes);
+    return sdd_mr_reg(n->ep, bu->mem, bu->bytes, SDD_ACCESS_LOCAL | SDD_ACCESS_REMOTE_WRITE,
+                      &bu->mr);
+}
+
+void evb_bu_destroy(struct sdd_evb_node *n)
+{
+    struct evb_bu *bu = n->bu;
+    if (bu == NULL) {
+        return;
+    }
+    sdd_mr_close(bu->mr);
+    free(bu->mem);
+    free(bu->sets);
+    free(bu->built);
+    free(bu);
+    n->bu = NULL;
+}
+
+sdd_mr *evb_bu_mr(const struct sdd_evb_node *n)
+{
+    return n->bu->mr;
+}
+
+/* Give a slot back to its RU: an acknowledgement that carries the credit. */
+static void release(struct sdd_evb_node *n, uint32_t ru, uint64_t k, uint32_t slot, bool dup)
+{
+    if (slot == UINT32_MAX) {
+        evb_ru_on_ack(n, n->bu->b, k, slot, dup);
+    } else {
+        evb_ctl_send(n, n->ru_node[ru], CTL_ACK, k, slot, dup ? 1 : 0);
+    }
+}
+
+static uint32_t events_in(const struct sdd_evb_node *n, uint64_t k)
+{
+    uint64_t first = k * n->o.bulk;
+    return (uint32_t)(n->o.events - first < n->o.bulk ? n->o.events - first : n->o.bulk);
+}
+
+static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
+{
+    struct evb_bu *bu = n->bu;
+    const struct sdd_evb_frag_hdr *frags[SDD_EVB_MAX_NODES];
+    uint32_t src_flags[SDD_EVB_MAX_NODES];
+    uint64_t present[1];
+    uint32_t nev = events_in(n, s->k);
+    bool check = n->o.verify != SDD_EVB_VERIFY_NONE;
+    bool payload = n->o.verify == SDD_EVB_VERIFY_FULL;
+    for (uint32_t i = 0; i < nev; i++) {
+        uint64_t id = s->k * n->o.bulk + i;
+        struct sdd_evb_event ev = {.event_id = id,
+                                   .nsources = n->nru,
+                                   .present = present,
+                                   .frags = frags,
+                                   .src_flags = src_flags,
+                                   .batch_end = i + 1 == nev};
+        present[0] = 0;
+        for (uint32_t r = 0; r < n->nru; r++) {
+            frags[r] = NULL;
+            src_flags[r] = 0;
+            const uint8_t *b = s->bulk[r];
+            if (b == NULL) {
+                src_flags[r] = SDD_EVB_EV_MISSING |
+                               (bu->ru_state[r] == RU_DEAD ? SDD_EVB_EV_SRC_LOST
+                                                           : (timed_out ? SDD_EVB_EV_TIMEOUT : 0));
+                n->st.frags_missing++;
+            } else {
+                const struct sdd_evb_bulk_hdr *h = (const void *)b;
+                const struct sdd_evb_frag_meta *m = (const void *)(b + sizeof(*h));
+                size_t prefix = sizeof(*h) + (size_t)h->nfrag * sizeof(*m);
+                bool ok = m[i].event_id == id && m[i].offset >= prefix && m[i].length <= h->bytes &&
+                          m[i].offset <= h->bytes - m[i].length;
+                if (ok && check) {
+                    sdd_evb_frag_check c = sdd_evb_frag_validate(b + m[i].offset, m[i].length,
+                                                                 (uint16_t)r, id, payload);
+                    if (c != SDD_EVB_FRAG_OK) {
+                        ok = false;
+                        if (sdd_log_enabled(SDD_LOG_DEBUG, LOG)) {
+                            SDD_DEBUG(LOG, "event %llu source %u: %s", (unsigned long long)id, r,
+                                      sdd_evb_frag_check_name(c));
+                        }
+                    }
+                }
+                if (ok) {
+                    frags[r] = (const void *)(b + m[i].offset);
+                    present[0] |= 1ull << r;
+                    ev.npresent++;
+                    ev.bytes += (uint32_t)(sizeof(struct sdd_evb_frag_hdr) + frags[r]->length);
+                    n->st.frags_ok++;
+                } else {
+                    src_flags[r] = SDD_EVB_EV_CORRUPT;
+                    n->st.frags_corrupt++;
+                }
+            }
+            ev.flags |= src_flags[r];
+        }
+        if (s->resent) {
+            ev.flags |= SDD_EVB_EV_RESENT;
+        }
+        n->st.events_built++;
+        n->st.bytes_built += ev.bytes;
+        if ((ev.flags & ~(uint32_t)SDD_EVB_EV_RESENT) == 0) {
+            n->st.events_complete++;
+        }
+        if (ev.flags & SDD_EVB_EV_MISSING) {
+            n->st.events_incomplete++;
+        }
+        if (ev.flags & SDD_EVB_EV_CORRUPT) {
+            n->st.events_corrupt++;
+        }
+        if (n->o.on_event) {
+            n->o.on_event(&ev, n->o.on_event_arg);
+        }
+    }
+    bu->built[s->k / 64] |= 1ull << (s->k % 64);
+    for (uint32_t r = 0; r < n->nru; r++) {
+        if (s->bulk[r] != NULL) {
+            release(n, r, s->k, s->slot[r], false);
+        }
+    }
+    s->used = false;
+    bu->nused--;
+}
+
+static bool set_ready(const struct sdd_evb_node *n, const struct bu_set *s)
+{
+    for (uint32_t r = 0; r < n->nru; r++) {
+        if (s->bulk[r] == NULL && n->bu->ru_state[r] == RU_LIVE) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p, size_t avail,
+                          uint32_t slot);
+
+/* Wall time spent building counts as BU work, also when the local RU's step called it. */
+static void bulk_arrived(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p, size_t avail,
+                         uint32_t slot)
+{
+    uint64_t t0 = sdd_now_ns();
+    bulk_arrived_(n, ru, p, avail, slot);
+    uint64_t dt = sdd_now_ns() - t0;
+    n->st.bu_busy_ns += dt;
+    if (slot == UINT32_MAX) {
+        n->bu->local_ns += dt;
+    }
+}
+
+static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p, size_t avail,
+                          uint32_t slot)
+{
+    struct evb_bu *bu = n->bu;
+    const struct sdd_evb_bulk_hdr *h = (const void *)p;
+    uint64_t k = avail >= sizeof(*h) ? h->bulk_id : UINT64_MAX;
+    if (avail < sizeof(*h) || h->magic != SDD_EVB_BULK_MAGIC || h->version != SDD_EVB_VERSION ||
+        h->ru != ru || h->source != ru || h->bytes > avail || k >= n->nbulks ||
+        h->first_event != k * n->o.bulk || h->nfrag != events_in(n, k) ||
+        sizeof(*h) + (size_t)h->nfrag * sizeof(struct sdd_evb_frag_meta) > h->bytes) {
+        n->st.bulks_bad++;
+        SDD_WARN(LOG, "BU %u: dropped a malformed bulk from RU %u (slot %u)", bu->b, ru, slot);
+        release(n, ru, k, slot, true);
+        return;
+    }
+    n->st.bytes_rx += h->bytes;
+    if (bu->built[k / 64] & (1ull << (k % 64))) {
+        n->st.bulks_dup++;
+        release(n, ru, k, slot, true);
+        return;
+    }
+    struct bu_set *s = NULL, *fresh = NULL;
+    for (uint32_t i = 0; i < bu->nsets; i++) {
+        if (bu->sets[i].used && bu->sets[i].k == k) {
+            s = &bu->sets[i];
+            break;
+        }
+        if (!bu->sets[i].used && fresh == NULL) {
+            fresh = &bu->sets[i];
+        }
+    }
+    if (s == NULL) {
+        if (fresh == NULL) {
+            n->st.bulks_bad++;
+            SDD_ERROR(LOG, "BU %u: no room for bulk %llu (more bulks than credits)", bu->b,
+                      (unsigned long long)k);
+            release(n, ru, k, slot, true);
+            return;
+        }
+        s = fresh;
+        memset(s, 0, sizeof(*s));
+        s->used = true;
+        s->k = k;
+        s->first_ns = sdd_now_ns();
+        bu->nused++;
+    }
+    if (s->bulk[ru] != NULL) {
+        n->st.bulks_dup++;
+        release(n, ru, k, slot, true);
+        return;
+    }
+    s->bulk[ru] = p;
+    s->slot[ru] = slot;
+    if (h->flags & SDD_EVB_BULK_RESENT) {
+        s->resent = true;
+    }
+    if (set_ready(n, s)) {
+        build(n, s, false);
+    }
+}
+
+void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t len)
+{
+    uint32_t C = n->o.credits;
+    if (ru >= n->nru || slot >= 2 * C || n->ru_node[ru] == n->self) {
+        n->st.bulks_bad++;
+        SDD_WARN(LOG, "BU %u: write with bad immediate data (ru %u slot %u)", n->bu->b, ru, slot);
+        return;
+    }
+    n->st.bulks_rx++;
+    size_t avail = len != 0 && len <= n->slot_size ? len : n->slot_size;
+    bulk_arrived(n, ru, n->bu->mem + ((size_t)ru * 2 * C + slot) * n->slot_size, avail, slot);
+}
+
+void evb_bu_on_local(struct sdd_evb_node *n, uint32_t ru, const void *bulk, size_t len)
+{
+    n->st.bulks_rx_local++;
+    bulk_arrived(n, ru, bulk, len, UINT32_MAX);
+}
+
+void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
+{
+    struct evb_bu *bu = n->bu;
+    if (ru >= n->nru || bu->ru_state[ru] != RU_LIVE) {
+        return;
+    }
+    bu->ru_state[ru] = dead ? RU_DEAD : RU_DONE;
+    if (dead) {
+        n->st.ru_failures++;
+        SDD_WARN(LOG, "BU %u: RU %u lost; its events leave flagged incomplete", bu->b, ru);
+    }
+    for (uint32_t i = 0; i < bu->nsets; i++) {
+        if (bu->sets[i].used && set_ready(n, &bu->sets[i])) {
+            build(n, &bu->sets[i], false);
+        }
+    }
+}
+
+int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
+{
+    struct evb_bu *bu = n->bu;
+    if (bu->nused == 0 || now < bu->next_scan_ns) {
+        return 0;
+    }
+    bu->next_scan_ns = now + 10 * SDD_NS_PER_MS;
+    uint64_t limit = (uint64_t)n->o.event_timeout_ms * SDD_NS_PER_MS;
+    int work = 0;
+    for (uint32_t i = 0; i < bu->nsets; i++) {
+        struct bu_set *s = &bu->sets[i];
+        if (s->used && now - s->first_ns > limit) {
+            SDD_WARN(LOG, "BU %u: bulk %llu timed out incomplete", bu->b, (unsigned long long)s->k);
+            build(n, s, true);
+            work++;
+        }
+    }
+    return work;
+}
+
+uint64_t evb_bu_take_local_ns(struct sdd_evb_node *n)
+{
+    uint64_t v = n->bu ? n->bu->local_ns : 0;
+    if (n->bu) {
+        n->bu->local_ns = 0;
+    }
+    return v;
+}
+
+bool evb_bu_finished(const struct sdd_evb_node *n)
+{
+    const struct evb_bu *bu = n->bu;
+    if (bu == NULL) {
+        return true;
+    }
+    for (uint32_t r = 0; r < n->nru; r++) {
+        if (bu->ru_state[r] == RU_LIVE) {
+            return false;
+        }
+    }
+    return bu->nused == 0;
+}

@@ -1,0 +1,130 @@
+/* Event builder internals shared by node.c (bootstrap, control messages, the loop), ru.c and
+ * bu.c. Never installed. */
+#ifndef SDDAQ_EVB_INTERNAL_H
+#define SDDAQ_EVB_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sddaq/evb.h"
+#include "sddaq/fabric.h"
+
+#define EVB_CTL_MAGIC   0x4C544345u /* "ECTL" */
+#define EVB_HELLO_MAGIC 0x4F4C4845u /* "EHLO" */
+#define EVB_CTL_RX      256         /* control receives posted at once */
+#define EVB_CTL_TX      1024        /* control sends in flight */
+#define EVB_MAX_CREDITS 32          /* regular slots per RU per BU (and as many for re-sends) */
+
+static inline size_t evb_frag_bytes(uint32_t payload)
+{
+    return (sizeof(struct sdd_evb_frag_hdr) + (size_t)payload + SDD_EVB_ALIGN - 1) &
+           ~(size_t)(SDD_EVB_ALIGN - 1);
+}
+
+uint64_t evb_mix64(uint64_t x);
+
+enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK };
+
+/* Control message, 32 bytes, sent as a fabric message. */
+struct evb_ctl {
+    uint32_t magic;
+    uint16_t type;
+    uint16_t from; /* sender's node index */
+    uint64_t a;    /* ACK, BULK: bulk id; DONE: bulks in the run */
+    uint32_t b;    /* ACK, BULK: slot */
+    uint32_t c;    /* ACK: 1 = duplicate or late (slot freed, bulk not built here);
+                      BULK: bytes written into the slot */
+    uint64_t d;
+};
+
+/* Bootstrap info blob. */
+struct evb_hello {
+    uint32_t magic;
+    uint32_t node;
+    uint64_t cfg_hash;     /* every option that both sides must agree on */
+    struct sdd_rkey slots; /* the BU slot region (len 0 when the node has no BU) */
+};
+
+/* Operation tags: every completion's ctx points at one. */
+enum tag_kind { TAG_CTL_RX = 1, TAG_CTL_TX, TAG_BULK };
+struct evb_tag {
+    uint8_t kind;
+    uint32_t idx;
+};
+
+struct evb_peer {
+    sdd_peer *peer;
+    bool alive;
+    bool done; /* its RU said DONE */
+    uint64_t last_rx_ns;
+    struct sdd_rkey slots;
+};
+
+struct evb_ru;
+struct evb_bu;
+
+struct sdd_evb_node {
+    struct sdd_evb_opts o;
+    sdd_ep *ep;
+    sdd_listener *lis;
+    const struct sdd_ep_info *info;
+    uint32_t self;
+    uint32_t nru, nbu;
+    int ru_of[SDD_EVB_MAX_NODES]; /* node -> RU index or -1 */
+    int bu_of[SDD_EVB_MAX_NODES]; /* node -> BU index or -1 */
+    uint32_t ru_node[SDD_EVB_MAX_NODES];
+    uint32_t bu_node[SDD_EVB_MAX_NODES];
+    struct evb_peer peers[SDD_EVB_MAX_NODES];
+    uint64_t nbulks;  /* bulks in the run */
+    size_t slot_size; /* bytes of one bulk slot */
+    uint64_t cfg_hash;
+    bool connected;
+    bool use_imm; /* announce bulks by immediate data (else by a BULK message) */
+    /* control messages */
+    sdd_mr *ctl_mr;
+    struct evb_ctl *ctl_rx, *ctl_tx;
+    struct evb_tag ctl_rx_tag[EVB_CTL_RX], ctl_tx_tag[EVB_CTL_TX];
+    bool ctl_tx_busy[EVB_CTL_TX];
+    uint32_t ctl_tx_next;
+    struct evb_ctl *backlog; /* control messages refused with EAGAIN, sent later */
+    uint32_t *backlog_to;
+    uint32_t backlog_n, backlog_cap;
+    uint64_t next_hb_ns;
+    struct evb_ru *ru;
+    struct evb_bu *bu;
+    struct sdd_evb_stats st;
+};
+
+/* node.c */
+void evb_ctl_send(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a, uint32_t b,
+                  uint32_t c);
+/* Declare node `node` dead (idempotent): close its peer and tell the RU and BU. */
+void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
+
+/* ru.c */
+sdd_err evb_ru_create(struct sdd_evb_node *n);
+void evb_ru_destroy(struct sdd_evb_node *n);
+/* Generate and send what can be; returns work done (0 = idle). */
+int evb_ru_step(struct sdd_evb_node *n, uint64_t now);
+void evb_ru_on_ack(struct sdd_evb_node *n, uint32_t bu, uint64_t bulk_id, uint32_t slot, bool dup);
+void evb_ru_on_write_done(struct sdd_evb_node *n, uint32_t idx, sdd_err status);
+void evb_ru_on_bu_dead(struct sdd_evb_node *n, uint32_t bu);
+bool evb_ru_finished(const struct sdd_evb_node *n);
+/* Nanoseconds until the rate limiter lets the next event out (0 = now or no limit). */
+uint64_t evb_ru_wait_ns(const struct sdd_evb_node *n, uint64_t now);
+
+/* bu.c */
+sdd_err evb_bu_create(struct sdd_evb_node *n);
+void evb_bu_destroy(struct sdd_evb_node *n);
+sdd_mr *evb_bu_mr(const struct sdd_evb_node *n);
+/* A remote RU's bulk landed in slot (ru, slot). */
+void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t len);
+/* The local RU hands over a bulk by pointer; it stays the RU's until evb_ru_on_ack. */
+void evb_bu_on_local(struct sdd_evb_node *n, uint32_t ru, const void *bulk, size_t len);
+void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead);
+int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
+bool evb_bu_finished(const struct sdd_evb_node *n);
+/* Building time spent inside the local RU's step since the last call. */
+uint64_t evb_bu_take_local_ns(struct sdd_evb_node *n);
+
+#endif

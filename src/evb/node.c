@@ -1,0 +1,679 @@
+/* An event-builder node: options, the fabric endpoint, the TCP bootstrap with every other node,
+ * control messages (heartbeats, acknowledgements with credits, end of run), failure detection,
+ * and the single-threaded loop that drives the node's RU and BU. */
+#include <poll.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "evb_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/log.h"
+
+#define LOG "evb"
+
+void sdd_evb_opts_default(struct sdd_evb_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->nnodes = 2;
+    o->events = 100000;
+    o->bulk = 64;
+    o->credits = 4;
+    o->src.dist = SDD_EVB_SIZE_FIXED;
+    o->src.mean = 1024;
+    o->src.sigma = 0.5;
+    o->src.seed = 1;
+    o->verify = SDD_EVB_VERIFY_FULL;
+    o->hb_ms = 100;
+    o->dead_ms = 2000;
+    o->event_timeout_ms = 5000;
+}
+
+static uint64_t hash_add(uint64_t h, uint64_t v)
+{
+    return evb_mix64(h ^ v);
+}
+
+static uint32_t max_payload(const struct sdd_evb_source_opts *s)
+{
+    uint32_t max = s->max != 0 ? s->max : 4 * s->mean;
+    if (s->dist == SDD_EVB_SIZE_FIXED) {
+        uint32_t v = s->mean < s->min ? s->min : s->mean;
+        return v > max ? max : v;
+    }
+    return max;
+}
+
+static sdd_err check_opts(const struct sdd_evb_opts *o)
+{
+    if (o->nnodes == 0 || o->nnodes > SDD_EVB_MAX_NODES || o->node >= o->nnodes) {
+        SDD_ERROR(LOG, "node %u of %u: need 1..%d nodes", o->node, o->nnodes, SDD_EVB_MAX_NODES);
+        return SDD_EINVAL;
+    }
+    if (o->bulk == 0 || o->bulk > 65536 || o->credits == 0 || o->credits > EVB_MAX_CREDITS) {
+        SDD_ERROR(LOG, "bulk must be 1..65536 and credits 1..%d", EVB_MAX_CREDITS);
+        return SDD_EINVAL;
+    }
+    if (o->events == 0 || o->src.mean == 0 || (o->src.max != 0 && o->src.max < o->src.min) ||
+        o->src.dist > SDD_EVB_SIZE_LOGNORMAL || o->rate < 0) {
+        SDD_ERROR(LOG, "bad events, fragment size or rate");
+        return SDD_EINVAL;
+    }
+    if (o->hb_ms == 0 || o->dead_ms < 2 * o->hb_ms || o->event_timeout_ms == 0) {
+        SDD_ERROR(LOG, "need hb_ms > 0, dead_ms >= 2 * hb_ms, event_timeout_ms > 0");
+        return SDD_EINVAL;
+    }
+    uint64_t slot = sizeof(struct sdd_evb_bulk_hdr) +
+                    (uint64_t)o->bulk *
+                        (sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src)));
+    if (slot > (1u << 30)) {
+        SDD_ERROR(LOG, "a bulk of %u events of up to %u bytes exceeds 1 GiB", o->bulk,
+                  max_payload(&o->src));
+        return SDD_ETOOBIG;
+    }
+    return SDD_OK;
+}
+
+static void node_layout(struct sdd_evb_node *n)
+{
+    const struct sdd_evb_opts *o = &n->o;
+    n->self = o->node;
+    for (uint32_t i = 0; i < o->nnodes; i++) {
+        uint8_t r = o->roles[i] != 0 ? o->roles[i] : (SDD_EVB_ROLE_RU | SDD_EVB_ROLE_BU);
+        n->o.roles[i] = r;
+        n->ru_of[i] = n->bu_of[i] = -1;
+        if (r & SDD_EVB_ROLE_RU) {
+            n->ru_node[n->nru] = i;
+            n->ru_of[i] = (int)n->nru++;
+        }
+        if (r & SDD_EVB_ROLE_BU) {
+            n->bu_node[n->nbu] = i;
+            n->bu_of[i] = (int)n->nbu++;
+        }
+    }
+    n->nbulks = (o->events + o->bulk - 1) / o->bulk;
+    n->slot_size = (sizeof(struct sdd_evb_bulk_hdr) +
+                    (size_t)o->bulk *
+                        (sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src))) +
+                    63) &
+                   ~(size_t)63;
+    uint64_t h = 0x45564200ull;
+    h = hash_add(h, o->nnodes);
+    for (uint32_t i = 0; i < o->nnodes; i++) {
+        h = hash_add(h, n->o.roles[i]);
+    }
+    h = hash_add(h, o->events);
+    h = hash_add(h, o->bulk);
+    h = hash_add(h, o->credits);
+    h = hash_add(h, o->src.dist);
+    h = hash_add(h, o->src.mean);
+    h = hash_add(h, o->src.min);
+    h = hash_add(h, o->src.max);
+    h = hash_add(h, o->src.seed);
+    h = hash_add(h, (uint64_t)(o->src.sigma * 1e6));
+    h = hash_add(h, o->verify);
+    h = hash_add(h, o->crc);
+    n->cfg_hash = h;
+}
+
+static sdd_err post_ctl_rx(struct sdd_evb_node *n, uint32_t i)
+{
+    return sdd_ep_post_recv(n->ep, &n->ctl_rx[i], sizeof(struct evb_ctl), n->ctl_mr,
+                            &n->ctl_rx_tag[i]);
+}
+
+sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
+{
+    if (opts == NULL || out == NULL) {
+        return SDD_EINVAL;
+    }
+    sdd_err err = check_opts(opts);
+    if (err != SDD_OK) {
+        return err;
+    }
+    struct sdd_evb_node *n = calloc(1, sizeof(*n));
+    if (n == NULL) {
+        return SDD_ENOMEM;
+    }
+    n->o = *opts;
+    node_layout(n);
+    if (n->nru == 0 || n->nbu == 0) {
+        SDD_ERROR(LOG, "a run needs at least one RU and one BU");
+        free(n);
+        return SDD_EINVAL;
+    }
+
+    struct sdd_ep_opts eo;
+    sdd_ep_opts_default(&eo);
+    eo.provider = opts->provider;
+    eo.peer_timeout_ms = opts->dead_ms;
+    eo.wait_mode = (sdd_wait_mode)opts->wait_mode;
+    eo.op_timeout_ms = opts->dead_ms * 4 > 10000 ? opts->dead_ms * 4 : 10000;
+    err = sdd_ep_open(&eo, &n->ep);
+    if (err != SDD_OK) {
+        goto out_free;
+    }
+    n->info = sdd_ep_info(n->ep);
+    /* libfabric 1.17 shm hands back remote-write completions with a non-NULL op_context on
+     * some paths, which the fabric layer cannot tell from its own operations; announce bulks
+     * there by a message sent after the write completed. */
+    n->use_imm = strncmp(n->info->provider, "shm", 3) != 0 && getenv("SDDAQ_EVB_NO_IMM") == NULL;
+    size_t ctl_bytes = sizeof(struct evb_ctl) * (EVB_CTL_RX + EVB_CTL_TX);
+    n->ctl_rx = aligned_alloc(64, ctl_bytes);
+    if (n->ctl_rx == NULL) {
+        err = SDD_ENOMEM;
+        goto out_free;
+    }
+    memset(n->ctl_rx, 0, ctl_bytes);
+    n->ctl_tx = n->ctl_rx + EVB_CTL_RX;
+    err = sdd_mr_reg(n->ep, n->ctl_rx, ctl_bytes, SDD_ACCESS_LOCAL, &n->ctl_mr);
+    if (err != SDD_OK) {
+        goto out_free;
+    }
+    for (uint32_t i = 0; i < EVB_CTL_RX; i++) {
+        n->ctl_rx_tag[i] = (struct evb_tag){TAG_CTL_RX, i};
+        err = post_ctl_rx(n, i);
+        if (err != SDD_OK) {
+            SDD_ERROR(LOG, "post receive: %s", sdd_strerror(err));
+            goto out_free;
+        }
+    }
+    for (uint32_t i = 0; i < EVB_CTL_TX; i++) {
+        n->ctl_tx_tag[i] = (struct evb_tag){TAG_CTL_TX, i};
+    }
+    if (n->bu_of[n->self] >= 0 && (err = evb_bu_create(n)) != SDD_OK) {
+        goto out_free;
+    }
+    if (n->ru_of[n->self] >= 0 && (err = evb_ru_create(n)) != SDD_OK) {
+        goto out_free;
+    }
+    err = sdd_ep_listen(n->ep, opts->host, opts->port, &n->lis);
+    if (err != SDD_OK) {
+        SDD_ERROR(LOG, "listen on %s:%u: %s", opts->host ? opts->host : "*", opts->port,
+                  sdd_strerror(err));
+        goto out_free;
+    }
+    *out = n;
+    return SDD_OK;
+out_free:
+    sdd_evb_node_destroy(n);
+    return err;
+}
+
+uint16_t sdd_evb_node_port(const sdd_evb_node *n)
+{
+    return n->lis ? sdd_listener_port(n->lis) : 0;
+}
+
+static sdd_err check_hello(struct sdd_evb_node *n, sdd_peer *p, uint32_t *node)
+{
+    size_t len = 0;
+    const struct evb_hello *h = sdd_peer_info(p, &len);
+    if (h == NULL || len != sizeof(*h) || h->magic != EVB_HELLO_MAGIC || h->node >= n->o.nnodes ||
+        h->node == n->self) {
+        SDD_ERROR(LOG, "peer %s sent a bad hello", sdd_peer_name(p));
+        return SDD_EPROTO;
+    }
+    if (h->cfg_hash != n->cfg_hash) {
+        SDD_ERROR(LOG, "node %u (%s) runs with different options", h->node, sdd_peer_name(p));
+        return SDD_EPROTO;
+    }
+    if (n->peers[h->node].peer != NULL) {
+        SDD_ERROR(LOG, "node %u connected twice", h->node);
+        return SDD_EPROTO;
+    }
+    n->peers[h->node].slots = h->slots;
+    *node = h->node;
+    return SDD_OK;
+}
+
+sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts, const uint16_t *ports,
+                             int timeout_ms)
+{
+    struct evb_hello me = {.magic = EVB_HELLO_MAGIC, .node = n->self, .cfg_hash = n->cfg_hash};
+    if (n->bu) {
+        sdd_mr_rkey(evb_bu_mr(n), &me.slots);
+    }
+    uint64_t deadline = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
+    sdd_err err = SDD_OK;
+    for (uint32_t j = 0; j < n->self; j++) {
+        sdd_peer *p = NULL;
+        for (;;) {
+            int left = (int)((deadline - sdd_now_ns()) / SDD_NS_PER_MS);
+            err =
+                sdd_ep_connect(n->ep, hosts[j], ports[j], &me, sizeof(me), left > 0 ? left : 1, &p);
+            if (err != SDD_ECONNREFUSED || sdd_now_ns() >= deadline) {
+                break;
+            }
+            sdd_sleep_ns(20 * SDD_NS_PER_MS);
+        }
+        if (err != SDD_OK) {
+            SDD_ERROR(LOG, "connect to node %u at %s:%u: %s", j, hosts[j], ports[j],
+                      sdd_strerror(err));
+            return err;
+        }
+        uint32_t who = 0;
+        if ((err = check_hello(n, p, &who)) != SDD_OK || who != j) {
+            sdd_peer_close(p);
+            return err != SDD_OK ? err : SDD_EPROTO;
+        }
+        n->peers[j].peer = p;
+    }
+    for (uint32_t k = n->self + 1; k < n->o.nnodes; k++) {
+        sdd_peer *p = NULL;
+        int left = (int)((deadline - sdd_now_ns()) / SDD_NS_PER_MS);
+        err = sdd_listener_accept(n->lis, &me, sizeof(me), left > 0 ? left : 1, &p);
+        if (err != SDD_OK) {
+            SDD_ERROR(LOG, "accept: %s", sdd_strerror(err));
+            return err;
+        }
+        uint32_t who = 0;
+        if ((err = check_hello(n, p, &who)) != SDD_OK || who < n->self) {
+            sdd_peer_close(p);
+            return err != SDD_OK ? err : SDD_EPROTO;
+        }
+        n->peers[who].peer = p;
+    }
+    uint64_t now = sdd_now_ns();
+    for (uint32_t j = 0; j < n->o.nnodes; j++) {
+        n->peers[j].alive = j != n->self;
+        n->peers[j].last_rx_ns = 0; /* not heard yet: the start barrier waits for everyone */
+    }
+    n->connected = true;
+    n->next_hb_ns = now;
+    SDD_DEBUG(LOG, "node %u connected to %u peers (%s)", n->self, n->o.nnodes - 1,
+              n->info->provider);
+    return SDD_OK;
+}
+
+/* ---- control messages --------------------------------------------------------------------- */
+
+static void backlog_push(struct sdd_evb_node *n, uint32_t to, const struct evb_ctl *m)
+{
+    if (n->backlog_n == n->backlog_cap) {
+        uint32_t cap = n->backlog_cap ? 2 * n->backlog_cap : 256;
+        struct evb_ctl *b = realloc(n->backlog, cap * sizeof(*b));
+        uint32_t *t = b ? realloc(n->backlog_to, cap * sizeof(*t)) : NULL;
+        if (b) {
+            n->backlog = b;
+        }
+        if (t == NULL) {
+            /* Cannot happen short of memory exhaustion; a lost ACK would strand a bulk. */
+            SDD_ERROR(LOG, "out of memory for the control backlog");
+            abort();
+        }
+        n->backlog_to = t;
+        n->backlog_cap = cap;
+    }
+    n->backlog[n->backlog_n] = *m;
+    n->backlog_to[n->backlog_n++] = to;
+}
+
+/* Try to post one message; SDD_EAGAIN when it must wait. */
+static sdd_err ctl_post(struct sdd_evb_node *n, uint32_t to, const struct evb_ctl *m)
+{
+    struct evb_peer *p = &n->peers[to];
+    if (!p->alive || p->peer == NULL) {
+        return SDD_OK; /* dropped: nobody to tell */
+    }
+    uint32_t i = n->ctl_tx_next;
+    uint32_t tries = 0;
+    while (n->ctl_tx_busy[i] && tries++ < EVB_CTL_TX) {
+        i = (i + 1) % EVB_CTL_TX;
+    }
+    if (n->ctl_tx_busy[i]) {
+        return SDD_EAGAIN;
+    }
+    n->ctl_tx[i] = *m;
+    sdd_err err =
+        sdd_ep_post_send(n->ep, p->peer, &n->ctl_tx[i], sizeof(*m), n->ctl_mr, &n->ctl_tx_tag[i]);
+    if (err == SDD_OK) {
+        n->ctl_tx_busy[i] = true;
+        n->ctl_tx_next = (i + 1) % EVB_CTL_TX;
+    } else if (err != SDD_EAGAIN) {
+        evb_peer_dead(n, to, sdd_errname(err));
+        return SDD_OK;
+    }
+    return err;
+}
+
+void evb_ctl_send(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t a, uint32_t b,
+                  uint32_t c)
+{
+    struct evb_ctl m = {
+        .magic = EVB_CTL_MAGIC, .type = type, .from = (uint16_t)n->self, .a = a, .b = b, .c = c};
+    if (n->backlog_n > 0 || ctl_post(n, to, &m) == SDD_EAGAIN) {
+        backlog_push(n, to, &m);
+    }
+}
+
+static int backlog_flush(struct sdd_evb_node *n)
+{
+    uint32_t done = 0;
+    while (done < n->backlog_n) {
+        if (ctl_post(n, n->backlog_to[done], &n->backlog[done]) == SDD_EAGAIN) {
+            break;
+        }
+        done++;
+    }
+    if (done > 0) {
+        memmove(n->backlog, n->backlog + done, (n->backlog_n - done) * sizeof(*n->backlog));
+        memmove(n->backlog_to, n->backlog_to + done,
+                (n->backlog_n - done) * sizeof(*n->backlog_to));
+        n->backlog_n -= done;
+    }
+    return (int)done;
+}
+
+void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
+{
+    struct evb_peer *p = &n->peers[node];
+    if (!p->alive) {
+        return;
+    }
+    p->alive = false;
+    /* Only a peer we still need is a failure; others leave at the end of the run. */
+    bool needed = (n->bu_of[node] >= 0 && n->ru && !evb_ru_finished(n)) ||
+                  (n->ru_of[node] >= 0 && n->bu && !p->done);
+    sdd_log(needed ? SDD_LOG_WARN : SDD_LOG_DEBUG, LOG, "node %u: peer node %u is gone (%s)",
+            n->self, node, why);
+    if (p->peer) {
+        sdd_peer_close(p->peer);
+        p->peer = NULL;
+    }
+    if (n->bu_of[node] >= 0 && n->ru) {
+        evb_ru_on_bu_dead(n, (uint32_t)n->bu_of[node]);
+    }
+    if (n->ru_of[node] >= 0 && n->bu) {
+        evb_bu_on_ru_gone(n, (uint32_t)n->ru_of[node], !p->done);
+    }
+}
+
+static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, uint64_t now)
+{
+    if (len != sizeof(*m) || m->magic != EVB_CTL_MAGIC || m->from >= n->o.nnodes ||
+        m->from == n->self) {
+        SDD_WARN(LOG, "dropped a malformed control message (%zu bytes)", len);
+        return;
+    }
+    struct evb_peer *p = &n->peers[m->from];
+    if (!p->alive) {
+        return;
+    }
+    p->last_rx_ns = now;
+    switch (m->type) {
+    case CTL_HB:
+        break;
+    case CTL_ACK:
+        if (n->ru && n->bu_of[m->from] >= 0) {
+            evb_ru_on_ack(n, (uint32_t)n->bu_of[m->from], m->a, m->b, m->c != 0);
+        }
+        break;
+    case CTL_BULK:
+        if (n->bu && n->ru_of[m->from] >= 0) {
+            evb_bu_on_write(n, (uint32_t)n->ru_of[m->from], m->b, m->c);
+        }
+        break;
+    case CTL_DONE:
+        if (n->ru_of[m->from] >= 0 && !p->done) {
+            p->done = true;
+            if (n->bu) {
+                evb_bu_on_ru_gone(n, (uint32_t)n->ru_of[m->from], false);
+            }
+        }
+        break;
+    default:
+        SDD_WARN(LOG, "dropped a control message of unknown type %u", m->type);
+        break;
+    }
+}
+
+static void handle_cqe(struct sdd_evb_node *n, const struct sdd_cqe *c, uint64_t now)
+{
+    if (c->kind == SDD_CQE_PEER_DOWN) {
+        for (uint32_t j = 0; j < n->o.nnodes; j++) {
+            if (n->peers[j].peer == c->peer && c->peer != NULL) {
+                evb_peer_dead(n, j, sdd_errname(c->status));
+            }
+        }
+        return;
+    }
+    if (c->kind == SDD_CQE_REMOTE_WRITE) {
+        uint32_t ru = (uint32_t)(c->imm >> 16) & 0xffff, slot = (uint32_t)c->imm & 0xffff;
+        if (ru < n->nru) {
+            n->peers[n->ru_node[ru]].last_rx_ns = now;
+        }
+        if (n->bu) {
+            evb_bu_on_write(n, ru, slot, c->len);
+        }
+        if (c->ctx != NULL && c->ctx != SDD_CTX_SILENT) { /* FI_RX_CQ_DATA: a receive was used */
+            const struct evb_tag *t = c->ctx;
+            if (t->kind == TAG_CTL_RX) {
+                post_ctl_rx(n, t->idx);
+            }
+        }
+        return;
+    }
+    if (c->ctx == NULL || c->ctx == SDD_CTX_SILENT) {
+        return;
+    }
+    const struct evb_tag *t = c->ctx;
+    switch (t->kind) {
+    case TAG_CTL_RX:
+        if (c->status == SDD_OK) {
+            on_ctl(n, &n->ctl_rx[t->idx], c->len, now);
+        }
+        if (c->status != SDD_ECANCELED) {
+            post_ctl_rx(n, t->idx);
+        }
+        break;
+    case TAG_CTL_TX:
+        n->ctl_tx_busy[t->idx] = false;
+        break;
+    case TAG_BULK:
+        evb_ru_on_write_done(n, t->idx, c->status);
+        break;
+    }
+}
+
+static void heartbeat(struct sdd_evb_node *n, uint64_t now)
+{
+    if (now < n->next_hb_ns) {
+        return;
+    }
+    n->next_hb_ns = now + (uint64_t)n->o.hb_ms * SDD_NS_PER_MS;
+    for (uint32_t j = 0; j < n->o.nnodes; j++) {
+        struct evb_peer *p = &n->peers[j];
+        if (!p->alive) {
+            continue;
+        }
+        if (p->last_rx_ns != 0 && now - p->last_rx_ns > (uint64_t)n->o.dead_ms * SDD_NS_PER_MS) {
+            evb_peer_dead(n, j, "silent past dead_ms");
+            continue;
+        }
+        evb_ctl_send(n, j, CTL_HB, 0, 0, 0);
+    }
+}
+
+static bool all_heard(const struct sdd_evb_node *n)
+{
+    for (uint32_t j = 0; j < n->o.nnodes; j++) {
+        if (n->peers[j].alive && n->peers[j].last_rx_ns == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static uint64_t cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * SDD_NS_PER_S +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * SDD_NS_PER_US;
+}
+
+/* Nothing to do: spin briefly (a completion usually follows within microseconds while data
+ * flows), then sleep on the completion fd for at most 200 us, or, where the provider has no
+ * wait fd (shm), yield the core so that the peer processes sharing it can make the progress we
+ * wait for. Sleeping a whole millisecond, as a generic wait would, stalls a pipeline that moves
+ * a bulk every few tens of microseconds. */
+static void idle(struct sdd_evb_node *n, int wait_ms)
+{
+    struct sdd_cqe cq[64];
+    uint64_t t0 = sdd_now_ns(), now = t0;
+    if (n->o.wait_mode != SDD_WAIT_BLOCK) {
+        uint64_t spin = n->o.wait_mode == SDD_WAIT_SPIN ? (uint64_t)wait_ms * SDD_NS_PER_MS
+                                                        : 20 * SDD_NS_PER_US;
+        while (now - t0 < spin) {
+            int got = sdd_ep_poll(n->ep, cq, 64);
+            now = sdd_now_ns();
+            if (got > 0) {
+                for (int i = 0; i < got; i++) {
+                    handle_cqe(n, &cq[i], now);
+                }
+                return;
+            }
+        }
+        if (n->o.wait_mode == SDD_WAIT_SPIN) {
+            return;
+        }
+    }
+    uint64_t cap = 200 * SDD_NS_PER_US;
+    if (n->ru) {
+        uint64_t w = evb_ru_wait_ns(n, now);
+        cap = w > cap
+                  ? (w < (uint64_t)wait_ms * SDD_NS_PER_MS ? w : (uint64_t)wait_ms * SDD_NS_PER_MS)
+                  : cap;
+    }
+    if (!n->info->wait_fd) {
+        if (cap > 200 * SDD_NS_PER_US) {
+            sdd_sleep_ns(cap / 4); /* rate-limited source: nothing due for a while */
+        } else {
+            sched_yield();
+        }
+        return;
+    }
+    if (sdd_ep_trywait(n->ep) != SDD_OK) {
+        return;
+    }
+    struct pollfd pfd = {.fd = sdd_ep_fd(n->ep), .events = POLLIN};
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)(cap < 999999999 ? cap : 999999999)};
+    ppoll(&pfd, 1, &ts, NULL);
+}
+
+int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
+{
+    if (!n->connected) {
+        return SDD_EINVAL;
+    }
+    struct sdd_cqe cq[64];
+    uint64_t now = sdd_now_ns();
+    int work = 0;
+    int got = sdd_ep_poll(n->ep, cq, 64);
+    if (got < 0) {
+        SDD_ERROR(LOG, "endpoint failed: %s", sdd_strerror(got));
+        return got;
+    }
+    for (int i = 0; i < got; i++) {
+        handle_cqe(n, &cq[i], now);
+    }
+    work += got;
+    work += backlog_flush(n);
+    heartbeat(n, now);
+    if (n->st.start_ns == 0) {
+        if (!all_heard(n)) {
+            if (got == 0) {
+                got = sdd_ep_wait(n->ep, cq, 64, 1);
+                now = sdd_now_ns();
+                for (int i = 0; i < got; i++) {
+                    handle_cqe(n, &cq[i], now);
+                }
+            }
+            return 1;
+        }
+        n->st.start_ns = sdd_now_ns();
+        n->st.cpu_ns = cpu_ns();
+    }
+    if (n->ru) {
+        uint64_t t0 = sdd_now_ns();
+        int w = evb_ru_step(n, t0);
+        if (w < 0) {
+            return w;
+        }
+        work += w;
+        uint64_t local = evb_bu_take_local_ns(n);
+        uint64_t dt = w ? sdd_now_ns() - t0 : 0;
+        n->st.ru_busy_ns += dt > local ? dt - local : 0;
+    }
+    if (n->bu) {
+        uint64_t t0 = sdd_now_ns();
+        int w = evb_bu_step(n, t0);
+        work += w;
+        n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
+    }
+    bool fin =
+        (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) && n->backlog_n == 0;
+    if (fin) {
+        if (n->st.end_ns == 0) {
+            n->st.end_ns = sdd_now_ns();
+            n->st.cpu_ns = cpu_ns() - n->st.cpu_ns;
+        }
+        return 0;
+    }
+    if (work == 0 && wait_ms > 0) {
+        idle(n, wait_ms);
+    }
+    return 1;
+}
+
+sdd_err sdd_evb_node_run(sdd_evb_node *n)
+{
+    int r;
+    while ((r = sdd_evb_node_poll(n, 1)) > 0) {
+    }
+    return r;
+}
+
+void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)
+{
+    *out = n->st;
+    if (out->end_ns == 0 && out->start_ns != 0) {
+        out->end_ns = sdd_now_ns();
+        out->cpu_ns = cpu_ns() - n->st.cpu_ns;
+    }
+}
+
+void sdd_evb_node_destroy(sdd_evb_node *n)
+{
+    if (n == NULL) {
+        return;
+    }
+    if (n->ep) {
+        /* Let queued acknowledgements and DONEs leave before the goodbye. */
+        for (int i = 0; i < 200 && n->backlog_n > 0; i++) {
+            struct sdd_cqe cq[64];
+            int got = sdd_ep_wait(n->ep, cq, 64, 1);
+            uint64_t now = sdd_now_ns();
+            for (int k = 0; k < got; k++) {
+                handle_cqe(n, &cq[k], now);
+            }
+            backlog_flush(n);
+        }
+        for (uint32_t j = 0; j < n->o.nnodes; j++) {
+            if (n->peers[j].peer) {
+                sdd_peer_close(n->peers[j].peer);
+                n->peers[j].peer = NULL;
+            }
+        }
+    }
+    evb_ru_destroy(n);
+    evb_bu_destroy(n);
+    sdd_mr_close(n->ctl_mr);
+    sdd_ep_close(n->ep);
+    free(n->ctl_rx);
+    free(n->backlog);
+    free(n->backlog_to);
+    free(n);
+}

@@ -1,0 +1,149 @@
+/* Internals shared by the RICH trigger files (never installed): the PM table's layout, the
+ * little-endian load and store helpers of the packet code, and the finder object. */
+#ifndef SDDAQ_TRIGGER_RICH_IMPL_H
+#define SDDAQ_TRIGGER_RICH_IMPL_H
+
+#include <string.h>
+
+#include "sddaq/rich.h"
+
+#define RICH_LOG "rich"
+
+/* GCC on x86-64 builds the AVX-512 kernels (target attributes, chosen at run time). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RICH_HAVE_V4   1
+#define RICH_TARGET_V4 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi2")))
+#endif
+
+/* Hexagonal grid: rows of PMs at y = j * pitch * sqrt(3)/2, x = (i + (j odd) / 2) * pitch.
+ * A (row, column) lookup gives the PM index for the nearest-PM search. */
+#define RICH_GRID_HALF 40 /* rows and columns -40..40 around the centre */
+#define RICH_GRID_DIM  (2 * RICH_GRID_HALF + 1)
+
+struct sdd_rich_pmtab {
+    sdd_rich_geom geom;
+    int npm;         /* PMs per spot */
+    float row_pitch; /* pitch * sqrt(3) / 2 */
+    /* By channel (spot * SDD_RICH_SPOT_PMS + pm); NaN for channels with no PM. */
+    float x[SDD_RICH_CHANNELS];
+    float y[SDD_RICH_CHANNELS];
+    int8_t board[SDD_RICH_CHANNELS];            /* -1: no PM */
+    int16_t grid[RICH_GRID_DIM][RICH_GRID_DIM]; /* [row][col] -> pm, -1 outside the disc */
+};
+
+static inline uint16_t rich_ld16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t rich_ld32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline void rich_st16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+static inline void rich_st32(uint8_t *p, uint32_t v)
+{
+    rich_st16(p, (uint16_t)v);
+    rich_st16(p + 2, (uint16_t)(v >> 16));
+}
+
+/* Histogram finder: 8x8 candidate centres 32 mm apart over +-128 mm, distance bins of 16 mm
+ * over [0, 256); bin RICH_NBINS collects everything farther. */
+#define RICH_GRID    8
+#define RICH_CENTRES (RICH_GRID * RICH_GRID)
+#define RICH_CELL    32.0f
+#define RICH_BIN     16.0f
+#define RICH_NBINS   16
+#define RICH_BIN_LO  4     /* rows counted: [64, 224) mm, what rings of 80-200 mm give about */
+#define RICH_BIN_HI  14    /* centres up to 23 mm off (REFERENCE §5.8: R <= 190 mm) */
+#define RICH_R_MIN   40.0f /* fitted radii below this are not rings */
+
+/* The hits of one spot, as the finders see them. */
+struct rich_spot {
+    unsigned n;
+    _Alignas(64) float x[SDD_RICH_MAX_HITS];
+    _Alignas(64) float y[SDD_RICH_MAX_HITS];
+    uint16_t pm[SDD_RICH_MAX_HITS]; /* PM index within the spot */
+    uint8_t src[SDD_RICH_MAX_HITS]; /* index in the caller's hit list */
+};
+
+struct sdd_rich_finder {
+    sdd_rich_find_opts opts;
+    sdd_rich_pmtab *tab;
+    bool avx512; /* the histogram runs the AVX-512 build */
+    const struct rich_kern *kern;
+    float r_max; /* largest ring radius the geometry can give (beta = 1) plus the window */
+    struct rich_spot spot[SDD_RICH_SPOTS];
+    /* Every PM's distance bin to every candidate centre (both spots share the grid): PMs and
+     * centres are fixed, so the histogram's distances are a table lookup, 64 bytes per hit. */
+    uint8_t (*pm_bins)[RICH_CENTRES];
+    const uint8_t *bins[SDD_RICH_MAX_HITS]; /* the current spot's hits' rows of pm_bins */
+    /* The counts [bin][centre]. */
+    _Alignas(64) uint8_t hist[RICH_NBINS + 1][RICH_CENTRES];
+    /* 0xFF at (bin, centre) pairs whose peak gave no ring; zero between spots. */
+    _Alignas(64) uint8_t veto[RICH_NBINS][RICH_CENTRES];
+};
+
+/* A ring candidate within one spot: hits as a mask over the spot's hits. */
+struct rich_cand {
+    sdd_rich_circle c;
+    uint64_t hits;
+    unsigned nhits;
+    float rms;
+};
+
+/* Fit the hits of seed, then take every alive hit within a closing window (2.5, 1.5, 1 x the
+ * window) of the circle and fit again, until the hits are stable. True when the result passes
+ * the ring cuts; *out holds it then. */
+bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, uint64_t seed,
+                 struct rich_cand *out);
+
+/* The finders of one spot; rings are appended to out (room for max), return the count. */
+unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
+                        unsigned max);
+unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
+                           unsigned max);
+
+/* Sums over points centred on their centroid (xm, ym): u = x - xm, v = y - ym, z = u^2 + v^2. */
+struct rich_moments {
+    double n, xm, ym;
+    double uu, vv, uv, uuu, vvv, uvv, vuu, zz, uz, vz;
+};
+
+/* The fits from their moments (SDD_EINVAL for degenerate points). */
+sdd_err rich_solve_crawford(const struct rich_moments *m, sdd_rich_circle *c);
+sdd_err rich_solve_taubin(const struct rich_moments *m, sdd_rich_circle *c);
+
+/* The finder's per-hit kernels, in a portable and an AVX-512 build that give identical
+ * results (same float operations, sums in the same order: 16 lanes, then a fixed tree).
+ * on_circle: the hits of alive within `window` of circle c (|d - R| < window).
+ * concyclic: Ptolemy's test of every hit against a triplet.
+ * moments: the moments of the hits of mask, summed in float (hits of a spot are within a
+ * few hundred mm: relative 1e-7 is ample for a ring), for the fits; false for fewer than 3.
+ * x and y must be readable (finite) up to the next multiple of 16 past n. */
+struct rich_kern {
+    uint64_t (*on_circle)(const struct rich_spot *s, uint64_t alive, const sdd_rich_circle *c,
+                          float window);
+    bool (*moments)(const struct rich_spot *s, uint64_t mask, struct rich_moments *m);
+    /* The hits of alive that pass Ptolemy's test |2 max - sum| <= eps max with hits a, b, c
+     * (ab, ac, bc: their distances). */
+    uint64_t (*concyclic)(const struct rich_spot *s, uint64_t alive, int a, int b, int c,
+                          const float dist[3], float eps);
+};
+
+extern const struct rich_kern rich_kern_portable;
+extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
+
+/* Fill the PM-to-centre bin table for npm PMs at (x[i], y[i]). */
+void rich_hist_table(uint8_t (*table)[RICH_CENTRES], const float *x, const float *y, int npm);
+
+/* The AVX-512 histogram can run here (x86-64-v4 CPU and a compiler that built it). */
+bool rich_avx512_supported(void);
+
+#endif

@@ -1,0 +1,256 @@
+/* The ring finder's per-hit kernels (hits within a window of a circle, the moments the fits
+ * need)
+ * in a portable build and an AVX-512 build with identical results: the same float operations
+ * in the same order, sums kept in 16 lanes (lane i takes hits i, i+16, i+32, i+48) and then
+ * added in a fixed tree (lanes i and i+8, i and i+4, ...). The portable form vectorises with
+ * any vector width because the lanes are explicit. */
+#include <math.h>
+
+#include "trigger/rich_impl.h"
+
+#define LANES 16
+
+/* Lane sums of 16 -> 1 in the fixed tree. */
+static float tree(const float *a)
+{
+    float b[8], c[4], d[2];
+    for (int i = 0; i < 8; i++) {
+        b[i] = a[i] + a[i + 8];
+    }
+    for (int i = 0; i < 4; i++) {
+        c[i] = b[i] + b[i + 4];
+    }
+    for (int i = 0; i < 2; i++) {
+        d[i] = c[i] + c[i + 2];
+    }
+    return d[0] + d[1];
+}
+
+#define NMOM 10 /* uu vv uv uuu vvv uvv vuu zz uz vz */
+
+/* The lane sums into moments, shared by both builds. */
+static void store_moments(float sw, float xm, float ym, const float *sums, struct rich_moments *m)
+{
+    m->n = sw;
+    m->xm = xm;
+    m->ym = ym;
+    m->uu = sums[0];
+    m->vv = sums[1];
+    m->uv = sums[2];
+    m->uuu = sums[3];
+    m->vvv = sums[4];
+    m->uvv = sums[5];
+    m->vuu = sums[6];
+    m->zz = sums[7];
+    m->uz = sums[8];
+    m->vz = sums[9];
+}
+
+static uint64_t on_circle_portable(const struct rich_spot *s, uint64_t alive,
+                                   const sdd_rich_circle *c, float window)
+{
+    /* |d - R| < w  <=>  (R - w)^2 < d^2 < (R + w)^2 for R > w: no square root per hit. */
+    float lo = c->r > window ? (c->r - window) * (c->r - window) : 0.0f;
+    float hi = (c->r + window) * (c->r + window);
+    uint8_t in[SDD_RICH_MAX_HITS];
+    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
+    for (unsigned i = 0; i < n; i++) {
+        float dx = s->x[i] - c->cx, dy = s->y[i] - c->cy;
+        float d2 = dx * dx + dy * dy;
+        in[i] = d2 > lo && d2 < hi;
+    }
+    uint64_t sel = 0;
+    for (unsigned i = 0; i < n; i++) {
+        sel |= (uint64_t)in[i] << i;
+    }
+    return sel & alive;
+}
+
+static bool moments_portable(const struct rich_spot *s, uint64_t mask, struct rich_moments *mo)
+{
+    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
+    float w[SDD_RICH_MAX_HITS];
+    for (unsigned i = 0; i < n; i++) {
+        w[i] = (float)((mask >> i) & 1);
+    }
+    float a[3][LANES] = {{0}};
+    for (unsigned i = 0; i < n; i++) {
+        a[0][i % LANES] += w[i];
+        a[1][i % LANES] += w[i] * s->x[i];
+        a[2][i % LANES] += w[i] * s->y[i];
+    }
+    float sw = tree(a[0]);
+    if (sw < 3.0f) {
+        return false;
+    }
+    float xm = tree(a[1]) / sw, ym = tree(a[2]) / sw;
+    float m[NMOM][LANES] = {{0}};
+    for (unsigned i = 0; i < n; i++) {
+        unsigned l = i % LANES;
+        float u = s->x[i] - xm, v = s->y[i] - ym;
+        float wu = w[i] * u, wv = w[i] * v;
+        float z = u * u + v * v, wz = w[i] * z;
+        m[0][l] += wu * u;
+        m[1][l] += wv * v;
+        m[2][l] += wu * v;
+        m[3][l] += wu * u * u;
+        m[4][l] += wv * v * v;
+        m[5][l] += wu * v * v;
+        m[6][l] += wv * u * u;
+        m[7][l] += wz * z;
+        m[8][l] += wz * u;
+        m[9][l] += wz * v;
+    }
+    float sums[NMOM];
+    for (int k = 0; k < NMOM; k++) {
+        sums[k] = tree(m[k]);
+    }
+    store_moments(sw, xm, ym, sums, mo);
+    return true;
+}
+
+static uint64_t concyclic_portable(const struct rich_spot *s, uint64_t alive, int a, int b, int c,
+                                   const float dist[3], float eps)
+{
+    float ab = dist[0], ac = dist[1], bc = dist[2];
+    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
+    uint8_t in[SDD_RICH_MAX_HITS];
+    for (unsigned d = 0; d < n; d++) {
+        float ax = s->x[a] - s->x[d], ay = s->y[a] - s->y[d];
+        float bx = s->x[b] - s->x[d], by = s->y[b] - s->y[d];
+        float cx = s->x[c] - s->x[d], cy = s->y[c] - s->y[d];
+        float ad = sqrtf(ax * ax + ay * ay), bd = sqrtf(bx * bx + by * by);
+        float cd = sqrtf(cx * cx + cy * cy);
+        float p1 = ab * cd, p2 = ac * bd, p3 = ad * bc;
+        float mx = p1 > p2 ? p1 : p2;
+        mx = mx > p3 ? mx : p3;
+        float dev = fabsf(2.0f * mx - (p1 + p2 + p3));
+        in[d] = dev <= eps * mx;
+    }
+    uint64_t sel = 0;
+    for (unsigned d = 0; d < n; d++) {
+        sel |= (uint64_t)in[d] << d;
+    }
+    return sel & alive;
+}
+
+const struct rich_kern rich_kern_portable = {on_circle_portable, moments_portable,
+                                             concyclic_portable};
+
+#ifdef RICH_HAVE_V4
+#include <immintrin.h>
+
+/* The same tree as tree(): 16 -> 8 (i, i+8) -> 4 (i, i+4) -> 2 (i, i+2) -> 1. */
+RICH_TARGET_V4 static float tree_v(__m512 v)
+{
+    __m256 b = _mm256_add_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    __m128 e = _mm_add_ss(d, _mm_shuffle_ps(d, d, 1));
+    return _mm_cvtss_f32(e);
+}
+
+RICH_TARGET_V4 static uint64_t on_circle_avx512(const struct rich_spot *s, uint64_t alive,
+                                                const sdd_rich_circle *c, float window)
+{
+    float lo = c->r > window ? (c->r - window) * (c->r - window) : 0.0f;
+    float hi = (c->r + window) * (c->r + window);
+    const __m512 cx = _mm512_set1_ps(c->cx), cy = _mm512_set1_ps(c->cy);
+    const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+    uint64_t sel = 0;
+    for (unsigned q = 0; q < s->n; q += LANES) {
+        __m512 dx = _mm512_sub_ps(_mm512_load_ps(s->x + q), cx);
+        __m512 dy = _mm512_sub_ps(_mm512_load_ps(s->y + q), cy);
+        __m512 d2 = _mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy));
+        __mmask16 in =
+            _mm512_mask_cmp_ps_mask(_mm512_cmp_ps_mask(d2, vlo, _CMP_GT_OQ), d2, vhi, _CMP_LT_OQ);
+        sel |= (uint64_t)in << q;
+    }
+    return sel & alive;
+}
+
+RICH_TARGET_V4 static bool moments_avx512(const struct rich_spot *s, uint64_t mask,
+                                          struct rich_moments *mo)
+{
+    const __m512 one = _mm512_set1_ps(1.0f);
+    __m512 aw = _mm512_setzero_ps(), ax = aw, ay = aw;
+    for (unsigned q = 0; q < s->n; q += LANES) {
+        __m512 w = _mm512_maskz_mov_ps((__mmask16)(mask >> q), one);
+        aw = _mm512_add_ps(aw, w);
+        ax = _mm512_add_ps(ax, _mm512_mul_ps(w, _mm512_load_ps(s->x + q)));
+        ay = _mm512_add_ps(ay, _mm512_mul_ps(w, _mm512_load_ps(s->y + q)));
+    }
+    float sw = tree_v(aw);
+    if (sw < 3.0f) {
+        return false;
+    }
+    float xm = tree_v(ax) / sw, ym = tree_v(ay) / sw;
+    const __m512 vxm = _mm512_set1_ps(xm), vym = _mm512_set1_ps(ym);
+    __m512 m[NMOM];
+#pragma GCC unroll 10
+    for (int k = 0; k < NMOM; k++) {
+        m[k] = _mm512_setzero_ps();
+    }
+    for (unsigned q = 0; q < s->n; q += LANES) {
+        __m512 w = _mm512_maskz_mov_ps((__mmask16)(mask >> q), one);
+        __m512 u = _mm512_sub_ps(_mm512_load_ps(s->x + q), vxm);
+        __m512 v = _mm512_sub_ps(_mm512_load_ps(s->y + q), vym);
+        __m512 wu = _mm512_mul_ps(w, u), wv = _mm512_mul_ps(w, v);
+        __m512 z = _mm512_add_ps(_mm512_mul_ps(u, u), _mm512_mul_ps(v, v));
+        __m512 wz = _mm512_mul_ps(w, z);
+        m[0] = _mm512_add_ps(m[0], _mm512_mul_ps(wu, u));
+        m[1] = _mm512_add_ps(m[1], _mm512_mul_ps(wv, v));
+        m[2] = _mm512_add_ps(m[2], _mm512_mul_ps(wu, v));
+        m[3] = _mm512_add_ps(m[3], _mm512_mul_ps(_mm512_mul_ps(wu, u), u));
+        m[4] = _mm512_add_ps(m[4], _mm512_mul_ps(_mm512_mul_ps(wv, v), v));
+        m[5] = _mm512_add_ps(m[5], _mm512_mul_ps(_mm512_mul_ps(wu, v), v));
+        m[6] = _mm512_add_ps(m[6], _mm512_mul_ps(_mm512_mul_ps(wv, u), u));
+        m[7] = _mm512_add_ps(m[7], _mm512_mul_ps(wz, z));
+        m[8] = _mm512_add_ps(m[8], _mm512_mul_ps(wz, u));
+        m[9] = _mm512_add_ps(m[9], _mm512_mul_ps(wz, v));
+    }
+    float sums[NMOM];
+#pragma GCC unroll 10
+    for (int k = 0; k < NMOM; k++) {
+        sums[k] = tree_v(m[k]);
+    }
+    store_moments(sw, xm, ym, sums, mo);
+    return true;
+}
+
+RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint64_t alive, int a,
+                                                int b, int c, const float dist[3], float eps)
+{
+    const __m512 ab = _mm512_set1_ps(dist[0]), ac = _mm512_set1_ps(dist[1]);
+    const __m512 bc = _mm512_set1_ps(dist[2]), veps = _mm512_set1_ps(eps);
+    const __m512 two = _mm512_set1_ps(2.0f);
+    const __m512 axv = _mm512_set1_ps(s->x[a]), ayv = _mm512_set1_ps(s->y[a]);
+    const __m512 bxv = _mm512_set1_ps(s->x[b]), byv = _mm512_set1_ps(s->y[b]);
+    const __m512 cxv = _mm512_set1_ps(s->x[c]), cyv = _mm512_set1_ps(s->y[c]);
+    uint64_t sel = 0;
+    for (unsigned q = 0; q < s->n; q += LANES) {
+        __m512 x = _mm512_load_ps(s->x + q), y = _mm512_load_ps(s->y + q);
+        __m512 ax = _mm512_sub_ps(axv, x), ay = _mm512_sub_ps(ayv, y);
+        __m512 bx = _mm512_sub_ps(bxv, x), by = _mm512_sub_ps(byv, y);
+        __m512 cx = _mm512_sub_ps(cxv, x), cy = _mm512_sub_ps(cyv, y);
+        __m512 ad = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(ax, ax), _mm512_mul_ps(ay, ay)));
+        __m512 bd = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(bx, bx), _mm512_mul_ps(by, by)));
+        __m512 cd = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(cx, cx), _mm512_mul_ps(cy, cy)));
+        __m512 p1 = _mm512_mul_ps(ab, cd), p2 = _mm512_mul_ps(ac, bd), p3 = _mm512_mul_ps(ad, bc);
+        /* p1 > p2 ? p1 : p2, then against p3, as the portable code (no NaN here). */
+        __m512 mx = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(p1, p2, _CMP_GT_OQ), p2, p1);
+        mx = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, p3, _CMP_GT_OQ), p3, mx);
+        __m512 dev = _mm512_abs_ps(
+            _mm512_sub_ps(_mm512_mul_ps(two, mx), _mm512_add_ps(_mm512_add_ps(p1, p2), p3)));
+        __mmask16 in = _mm512_cmp_ps_mask(dev, _mm512_mul_ps(veps, mx), _CMP_LE_OQ);
+        sel |= (uint64_t)in << q;
+    }
+    return sel & alive;
+}
+
+const struct rich_kern rich_kern_avx512 = {on_circle_avx512, moments_avx512, concyclic_avx512};
+#else
+const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable,
+                                           concyclic_portable};
+#endif

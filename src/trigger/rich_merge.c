@@ -1,0 +1,139 @@
+/* RICH merge: fuses the events of the boards that fall in one timestamp window into
+ * whole-detector events (REFERENCE §5.4). Each board's events arrive in time order, so this is
+ * a k-way merge (k <= 4) over per-board lists built by a counting sort of the index; repeated
+ * channels are dropped with a per-channel generation stamp, so nothing is cleared per event. */
+#include <stdlib.h>
+
+#include "trigger/rich_impl.h"
+
+sdd_err sdd_rich_batch_init(sdd_rich_batch *b, uint32_t cap)
+{
+    memset(b, 0, sizeof(*b));
+    size_t c = cap ? cap : 1;
+    b->timestamp = calloc(c, sizeof(uint32_t));
+    b->first = calloc(c, sizeof(uint32_t));
+    b->nhits = calloc(c, 1);
+    b->boards = calloc(c, 1);
+    b->hits = calloc(c * SDD_RICH_MAX_HITS, sizeof(uint16_t));
+    b->seen = calloc(SDD_RICH_CHANNELS, sizeof(uint32_t));
+    if (!b->timestamp || !b->first || !b->nhits || !b->boards || !b->hits || !b->seen) {
+        sdd_rich_batch_fini(b);
+        return SDD_ENOMEM;
+    }
+    b->cap = cap;
+    return SDD_OK;
+}
+
+void sdd_rich_batch_fini(sdd_rich_batch *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    free(b->timestamp);
+    free(b->first);
+    free(b->nhits);
+    free(b->boards);
+    free(b->hits);
+    free(b->seen);
+    memset(b, 0, sizeof(*b));
+}
+
+/* Append event k's hits to the open merged event e; drops repeats and what passes 64. */
+static void append_hits(const uint8_t *p, const sdd_rich_index *idx, uint32_t k,
+                        sdd_rich_batch *out, uint32_t e, sdd_rich_merge_stats *st)
+{
+    const uint8_t *h = p + idx->offset[k] + SDD_RICH_EVT_HEADER;
+    uint16_t *dst = out->hits + out->first[e];
+    unsigned n = out->nhits[e];
+    for (unsigned i = 0; i < idx->nhits[k]; i++) {
+        unsigned ch = SDD_RICH_HIT_CHANNEL(rich_ld16(h + 2 * i));
+        if (out->seen[ch] == out->gen) {
+            st->dup_channels++;
+        } else if (n == SDD_RICH_MAX_HITS) {
+            st->overflow++;
+        } else {
+            out->seen[ch] = out->gen;
+            dst[n++] = (uint16_t)ch;
+        }
+    }
+    out->nhits[e] = (uint8_t)n;
+    out->boards[e] |= (uint8_t)(1u << (idx->board[k] & 7));
+}
+
+uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t window,
+                        sdd_rich_batch *out, sdd_rich_merge_stats *st)
+{
+    const uint8_t *p = buf;
+    uint32_t count[SDD_RICH_MAX_BOARDS + 1] = {0};
+    uint32_t head[SDD_RICH_MAX_BOARDS], end[SDD_RICH_MAX_BOARDS];
+    out->n = 0;
+    /* Counting sort by board, stable, so each list keeps the arrival order. */
+    for (uint32_t k = 0; k < idx->n; k++) {
+        count[(idx->board[k] & (SDD_RICH_MAX_BOARDS - 1)) + 1]++;
+    }
+    for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
+        count[b + 1] += count[b];
+        head[b] = count[b];
+        end[b] = count[b + 1];
+    }
+    for (uint32_t k = 0; k < idx->n; k++) {
+        idx->order[count[idx->board[k] & (SDD_RICH_MAX_BOARDS - 1)]++] = k;
+    }
+    uint32_t last_ts[SDD_RICH_MAX_BOARDS];
+    bool any[SDD_RICH_MAX_BOARDS] = {false};
+    st->in_events += idx->n;
+    for (;;) {
+        /* The earliest head opens the next event. */
+        int first = -1;
+        uint32_t t0 = UINT32_MAX;
+        for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
+            if (head[b] < end[b] && idx->timestamp[idx->order[head[b]]] < t0) {
+                t0 = idx->timestamp[idx->order[head[b]]];
+                first = (int)b;
+            }
+        }
+        if (first < 0) {
+            break;
+        }
+        bool keep = out->n < out->cap;
+        uint32_t e = out->n;
+        if (keep) {
+            if (++out->gen == 0) { /* after 2^32 events the stamps must start over */
+                memset(out->seen, 0, SDD_RICH_CHANNELS * sizeof(uint32_t));
+                out->gen = 1;
+            }
+            out->timestamp[e] = t0;
+            out->first[e] = e * SDD_RICH_MAX_HITS;
+            out->nhits[e] = 0;
+            out->boards[e] = 0;
+        }
+        unsigned parts = 0;
+        for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
+            while (head[b] < end[b]) {
+                uint32_t k = idx->order[head[b]];
+                uint32_t ts = idx->timestamp[k];
+                if (ts - t0 > window) {
+                    break;
+                }
+                if (any[b] && ts < last_ts[b]) {
+                    st->unordered++;
+                }
+                any[b] = true;
+                last_ts[b] = ts;
+                if (keep) {
+                    append_hits(p, idx, k, out, e, st);
+                }
+                parts++;
+                head[b]++;
+            }
+        }
+        if (keep) {
+            out->n++;
+            st->out_events++;
+            st->fused += parts - 1;
+        } else {
+            st->batch_full += 1;
+        }
+    }
+    return out->n;
+}

@@ -1,0 +1,109 @@
+/* RICH buffer processing, the work of one stage step: event finder over a receive buffer,
+ * merge of the boards' events by timestamp, then the ring finder on every merged event. All
+ * memory is taken at create for the largest buffer, so a run allocates nothing. */
+#include <stdlib.h>
+
+#include "trigger/rich_impl.h"
+
+struct sdd_rich_proc {
+    sdd_rich_proc_opts o;
+    sdd_rich_finder *finder;
+    sdd_rich_index idx;
+    sdd_rich_batch batch;
+    uint8_t *nrings;
+    sdd_rich_ring *rings;
+    sdd_rich_ef_stats ef;
+    sdd_rich_merge_stats merge;
+};
+
+void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o)
+{
+    sdd_rich_find_opts_default(&o->find);
+    o->window = 1;
+    o->max_bytes = 1u << 20;
+    o->max_rings = 8;
+}
+
+sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
+{
+    if (o == NULL || out == NULL || o->max_bytes == 0 || o->max_bytes > (1u << 30) ||
+        o->max_rings == 0 || o->max_rings > 64) {
+        return SDD_EINVAL;
+    }
+    sdd_rich_proc *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return SDD_ENOMEM;
+    }
+    p->o = *o;
+    /* An event takes at least its 16-byte header. */
+    uint32_t cap = (uint32_t)(o->max_bytes / SDD_RICH_EVT_HEADER + 1);
+    sdd_err err = sdd_rich_finder_create(&o->find, &p->finder);
+    if (err == SDD_OK) {
+        err = sdd_rich_index_init(&p->idx, cap);
+    }
+    if (err == SDD_OK) {
+        err = sdd_rich_batch_init(&p->batch, cap);
+    }
+    if (err == SDD_OK) {
+        p->nrings = calloc(cap, 1);
+        p->rings = calloc((size_t)cap * o->max_rings, sizeof(sdd_rich_ring));
+        err = p->nrings && p->rings ? SDD_OK : SDD_ENOMEM;
+    }
+    if (err != SDD_OK) {
+        sdd_rich_proc_destroy(p);
+        return err;
+    }
+    *out = p;
+    return SDD_OK;
+}
+
+void sdd_rich_proc_destroy(sdd_rich_proc *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    sdd_rich_finder_destroy(p->finder);
+    sdd_rich_index_fini(&p->idx);
+    sdd_rich_batch_fini(&p->batch);
+    free(p->nrings);
+    free(p->rings);
+    free(p);
+}
+
+const sdd_rich_finder *sdd_rich_proc_finder(const sdd_rich_proc *p)
+{
+    return p->finder;
+}
+
+sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
+{
+    if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
+        return SDD_ETOOBIG;
+    }
+    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    uint32_t n = sdd_rich_merge(buf, &p->idx, p->o.window, &p->batch, &p->merge);
+    uint64_t total = 0;
+    for (uint32_t e = 0; e < n; e++) {
+        sdd_rich_ring *r = p->rings + (size_t)e * p->o.max_rings;
+        int k = sdd_rich_find(p->finder, p->batch.hits + p->batch.first[e], p->batch.nhits[e], r,
+                              p->o.max_rings);
+        p->nrings[e] = (uint8_t)(k > 0 ? k : 0);
+        total += p->nrings[e];
+    }
+    out->events = &p->batch;
+    out->nrings = p->nrings;
+    out->rings = p->rings;
+    out->max_rings = p->o.max_rings;
+    out->total_rings = total;
+    return SDD_OK;
+}
+
+void sdd_rich_proc_stats(const sdd_rich_proc *p, sdd_rich_ef_stats *ef, sdd_rich_merge_stats *m)
+{
+    if (ef != NULL) {
+        *ef = p->ef;
+    }
+    if (m != NULL) {
+        *m = p->merge;
+    }
+}

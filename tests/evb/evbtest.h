@@ -1,0 +1,236 @@
+/* Helpers for event-builder tests: run an N-node event builder as N real processes on this
+ * machine (ports chosen by the kernel and passed around through pipes), record every built
+ * event in shared memory so the parent can account for each event globally, and optionally
+ * kill one node with SIGKILL in the middle of the run. */
+#ifndef SDDAQ_TEST_EVBTEST_H
+#define SDDAQ_TEST_EVBTEST_H
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "sddaq/clock.h"
+#include "sddaq/evb.h"
+#include "sddaq/fabric.h"
+
+static const char *et_provider = "tcp";
+
+/* Shared between all node processes and the parent. */
+struct et_shared {
+    _Atomic uint64_t built_total;
+    struct sdd_evb_stats stats[SDD_EVB_MAX_NODES];
+    _Atomic int done[SDD_EVB_MAX_NODES];
+    /* per event: times built, OR of flags, OR of present bitmaps, OR of corrupt sources */
+    _Atomic uint32_t *count;
+    _Atomic uint32_t *flags;
+    _Atomic uint64_t *present;
+    _Atomic uint64_t *corrupt;
+};
+
+static struct et_shared *et_sh;
+
+static void et_on_event(const struct sdd_evb_event *ev, void *arg)
+{
+    (void)arg;
+    uint64_t id = ev->event_id;
+    uint64_t bad = 0;
+    for (uint32_t s = 0; s < ev->nsources; s++) {
+        if (ev->src_flags[s] & SDD_EVB_EV_CORRUPT) {
+            bad |= 1ull << s;
+        }
+    }
+    atomic_fetch_add(&et_sh->count[id], 1);
+    atomic_fetch_or(&et_sh->flags[id], ev->flags);
+    atomic_fetch_or(&et_sh->present[id], ev->present[0]);
+    atomic_fetch_or(&et_sh->corrupt[id], bad);
+    atomic_fetch_add(&et_sh->built_total, 1);
+}
+
+static void *et_map(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        perror("mmap");
+        exit(1);
+    }
+    return p;
+}
+
+static void et_init(int argc, char **argv)
+{
+    if (argc > 1) {
+        et_provider = argv[1];
+    }
+    signal(SIGPIPE, SIG_IGN);
+    struct sdd_ep_opts o;
+    sdd_ep_opts_default(&o);
+    o.provider = et_provider;
+    sdd_ep *ep = NULL;
+    sdd_err err = sdd_ep_open(&o, &ep);
+    if (err == SDD_ENOPROV) {
+        exit(check_skip("provider not available here"));
+    }
+    CHECK_REQUIRE(err == SDD_OK);
+    sdd_ep_close(ep);
+    et_sh = et_map(sizeof(*et_sh));
+}
+
+static void et_reset(uint64_t events)
+{
+    static uint64_t mapped; /* events the current arrays were mapped for */
+    if (et_sh->count != NULL) {
+        munmap((void *)et_sh->count, mapped * 4);
+        munmap((void *)et_sh->flags, mapped * 4);
+        munmap((void *)et_sh->present, mapped * 8);
+        munmap((void *)et_sh->corrupt, mapped * 8);
+    }
+    mapped = events;
+    memset(et_sh, 0, sizeof(*et_sh));
+    et_sh->count = et_map(events * 4);
+    et_sh->flags = et_map(events * 4);
+    et_sh->present = et_map(events * 8);
+    et_sh->corrupt = et_map(events * 8);
+}
+
+static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
+{
+    o.on_event = et_on_event;
+    sdd_evb_node *n = NULL;
+    if (sdd_evb_node_create(&o, &n) != SDD_OK) {
+        return 2;
+    }
+    uint16_t port = sdd_evb_node_port(n);
+    if (write(port_w, &port, 2) != 2) {
+        return 3;
+    }
+    uint16_t ports[SDD_EVB_MAX_NODES];
+    if (read(list_r, ports, 2 * o.nnodes) != (ssize_t)(2 * o.nnodes)) {
+        return 4;
+    }
+    const char *hosts[SDD_EVB_MAX_NODES];
+    for (uint32_t i = 0; i < o.nnodes; i++) {
+        hosts[i] = "127.0.0.1";
+    }
+    if (sdd_evb_node_connect(n, hosts, ports, 60000) != SDD_OK) {
+        sdd_evb_node_destroy(n);
+        return 5;
+    }
+    sdd_err err = sdd_evb_node_run(n);
+    sdd_evb_node_stats(n, &et_sh->stats[o.node]);
+    atomic_store(&et_sh->done[o.node], 1);
+    sdd_evb_node_destroy(n);
+    return err == SDD_OK ? 0 : 6;
+}
+
+/* Run o.nnodes node processes with opts o (node index filled in). kill_node >= 0: SIGKILL that
+ * node once kill_after events were built (anywhere). status[i] receives each exit status
+ * (-9 for the killed one). Returns 0 when the run could be set up. */
+static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
+                      int *status)
+{
+    et_reset(o.events);
+    uint32_t nn = o.nnodes;
+    pid_t pids[SDD_EVB_MAX_NODES];
+    int port_fd[SDD_EVB_MAX_NODES][2], list_fd[SDD_EVB_MAX_NODES][2];
+    for (uint32_t i = 0; i < nn; i++) {
+        if (pipe(port_fd[i]) != 0 || pipe(list_fd[i]) != 0) {
+            return -1;
+        }
+        fflush(stdout);
+        fflush(stderr);
+        pids[i] = fork();
+        if (pids[i] == 0) {
+            o.node = i;
+            o.provider = et_provider;
+            _exit(et_node_main(o, port_fd[i][1], list_fd[i][0]));
+        }
+    }
+    uint16_t ports[SDD_EVB_MAX_NODES];
+    for (uint32_t i = 0; i < nn; i++) {
+        if (read(port_fd[i][0], &ports[i], 2) != 2) {
+            fprintf(stderr, "node %u did not start\n", i);
+            ports[i] = 0;
+        }
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        if (write(list_fd[i][1], ports, 2 * nn) != (ssize_t)(2 * nn)) {
+            fprintf(stderr, "cannot send the node list to node %u\n", i);
+        }
+        close(port_fd[i][0]);
+        close(port_fd[i][1]);
+        close(list_fd[i][0]);
+        close(list_fd[i][1]);
+    }
+    if (kill_node >= 0) {
+        uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
+        while (atomic_load(&et_sh->built_total) < kill_after && sdd_now_ns() < deadline) {
+            sdd_sleep_ns(SDD_NS_PER_MS);
+        }
+        kill(pids[kill_node], sig);
+        printf("sent signal %d to node %d after %llu built events\n", sig, kill_node,
+               (unsigned long long)atomic_load(&et_sh->built_total));
+    }
+    for (uint32_t i = 0; i < nn; i++) {
+        int st = 0;
+        if (sig == SIGSTOP && (int)i == kill_node) {
+            continue; /* a stopped node never ends by itself: reaped below */
+        }
+        waitpid(pids[i], &st, 0);
+        status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -100;
+    }
+    if (sig == SIGSTOP && kill_node >= 0) {
+        int st = 0;
+        kill(pids[kill_node], SIGKILL);
+        waitpid(pids[kill_node], &st, 0);
+        status[kill_node] = -SIGSTOP;
+    }
+    return 0;
+}
+
+static int et_run(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int *status)
+{
+    return et_run_sig(o, kill_node, kill_after, SIGKILL, status);
+}
+
+/* Global accounting over all BUs of the last run. */
+struct et_tally {
+    uint64_t lost, dup, complete, incomplete, corrupt, bad_content;
+};
+
+static struct et_tally et_count(uint64_t events)
+{
+    struct et_tally t = {0};
+    for (uint64_t e = 0; e < events; e++) {
+        uint32_t c = atomic_load(&et_sh->count[e]);
+        uint32_t f = atomic_load(&et_sh->flags[e]);
+        if (c == 0) {
+            t.lost++;
+            if (t.lost <= 3) {
+                fprintf(stderr, "event %llu never built\n", (unsigned long long)e);
+            }
+        } else if (c > 1) {
+            t.dup++;
+            if (t.dup <= 3) {
+                fprintf(stderr, "event %llu built %u times\n", (unsigned long long)e, c);
+            }
+        }
+        if (c > 0 && (f & ~(uint32_t)SDD_EVB_EV_RESENT) == 0) {
+            t.complete++;
+        }
+        if (f & SDD_EVB_EV_MISSING) {
+            t.incomplete++;
+        }
+        if (f & SDD_EVB_EV_CORRUPT) {
+            t.corrupt++;
+        }
+    }
+    return t;
+}
+
+#endif

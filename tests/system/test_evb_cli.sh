@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# System test of `sddaq evb` over tcp: a launched N x M run where every event is built exactly
+# once; three separate `evb run` processes with event records tallied by `evb check`; a builder
+# unit killed with SIGKILL mid-run (no event lost or built twice); a readout unit killed (its
+# events leave flagged incomplete); injected corrupt fragments counted exactly; usage errors.
+# Usage: test_evb_cli.sh PATH_TO_SDDAQ
+set -uo pipefail
+sddaq=${1:?usage: test_evb_cli.sh PATH_TO_SDDAQ}
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+passed=0
+failed=0
+check() { # description, then a command that must succeed
+    local what=$1
+    shift
+    if "$@"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        echo "FAILED: $what" >&2
+    fi
+}
+# field FILE KEY: the numeric value of "KEY": in the last JSON line of FILE
+field() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])[sys.argv[2]])' "$1" "$2"; }
+command -v python3 >/dev/null || { echo "skipped: needs python3"; exit 77; }
+
+# 1. 2 RUs x 2 BUs plus a combined node, every event once and verified.
+"$sddaq" evb launch -n 3 -p tcp --roles ru,bu,both -e 30011 -b 40 -c 2 --dist lognormal \
+    -s 300 --max 2000 --crc --json >"$work/a.json" 2>"$work/a.err"
+check "launch exit status" test $? -eq 0
+check "launch: none lost" test "$(field "$work/a.json" lost)" = 0
+check "launch: none twice" test "$(field "$work/a.json" dup)" = 0
+check "launch: all complete" test "$(field "$work/a.json" complete)" = 30011
+
+# 2. Three `evb run` processes on fixed ports, records checked globally.
+ports=$(python3 -c 'import socket
+ss=[socket.socket() for _ in range(3)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(",".join("127.0.0.1:%d" % s.getsockname()[1] for s in ss))')
+for i in 0 1 2; do
+    "$sddaq" evb run -p tcp --node $i --nodes "$ports" -e 20000 -b 32 --record "$work/r$i.bin" \
+        >"$work/run$i.json" 2>"$work/run$i.err" &
+done
+wait
+for i in 0 1 2; do
+    check "run node $i built events" test "$(field "$work/run$i.json" events_built)" -gt 0
+done
+"$sddaq" evb check -e 20000 "$work"/r0.bin "$work"/r1.bin "$work"/r2.bin >"$work/check.json"
+check "check exit status" test $? -eq 0
+check "check: all complete" test "$(field "$work/check.json" complete)" = 20000
+# The checker itself must notice a missing node's records (a test that can fail).
+"$sddaq" evb check -e 20000 "$work"/r0.bin "$work"/r1.bin >"$work/check2.json"
+check "check notices lost events" test $? -ne 0
+check "check counts lost events" test "$(field "$work/check2.json" lost)" -gt 0
+
+# 3. SIGKILL of a BU mid-run: nothing lost, nothing built twice.
+"$sddaq" evb launch -n 5 -p tcp --roles ru,ru,bu,bu,bu -e 60000 -b 20 -c 3 -r 15000 \
+    --hb-ms 50 --dead-ms 3000 --kill 3 --kill-after 15000 --json >"$work/k.json" 2>"$work/k.err"
+check "kill BU: exit status" test $? -eq 0
+check "kill BU: none lost" test "$(field "$work/k.json" lost)" = 0
+check "kill BU: none twice" test "$(field "$work/k.json" dup)" = 0
+check "kill BU: all complete" test "$(field "$work/k.json" complete)" = 60000
+
+# 4. SIGKILL of an RU: its later events leave flagged incomplete, none lost.
+"$sddaq" evb launch -n 4 -p tcp --roles ru,ru,bu,bu -e 60000 -b 20 -r 15000 \
+    --kill 1 --kill-after 15000 --json >"$work/kr.json" 2>"$work/kr.err"
+check "kill RU: exit status" test $? -eq 0
+check "kill RU: none lost" test "$(field "$work/kr.json" lost)" = 0
+inc=$(field "$work/kr.json" incomplete)
+check "kill RU: some incomplete" test "$inc" -gt 0
+check "kill RU: incomplete + complete = all" \
+    test $((inc + $(field "$work/kr.json" complete))) -eq 60000
+
+# 5. Every 100th fragment corrupt: exactly 100 of 10000 events flagged, the run completes.
+"$sddaq" evb launch -n 2 -p tcp -e 10000 --corrupt-every 100 --json >"$work/c.json" 2>/dev/null
+check "corrupt: exit status" test $? -eq 0
+check "corrupt: counted" test "$(field "$work/c.json" corrupt)" = 100
+check "corrupt: the rest complete" test "$(field "$work/c.json" complete)" = 9900
+
+# 6. Usage errors are clear and exit 2.
+"$sddaq" evb launch -c 99 >/dev/null 2>&1
+check "bad credits rejected" test $? -eq 2
+"$sddaq" evb run -e 10 >/dev/null 2>&1
+check "run without nodes rejected" test $? -eq 2
+"$sddaq" evb frobnicate >/dev/null 2>&1
+check "unknown subcommand rejected" test $? -eq 2
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
