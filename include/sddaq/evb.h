@@ -23,6 +23,7 @@
 #include "sddaq/api.h"
 #include "sddaq/crc32c.h"
 #include "sddaq/err.h"
+#include "sddaq/readout.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "sddaq evb formats are little-endian; big-endian hosts are not supported yet"
@@ -38,7 +39,11 @@
 /* ---- formats ------------------------------------------------------------------------------ */
 
 /* Fragment header, 32 bytes, followed by `length` payload bytes and padding to SDD_EVB_ALIGN. */
-enum { SDD_EVB_FRAG_CRC = 1 }; /* crc holds CRC32C of the payload */
+enum {
+    SDD_EVB_FRAG_CRC = 1,   /* crc holds CRC32C of the payload */
+    SDD_EVB_FRAG_EMPTY = 2, /* the source has no data for this event (length 0): its readout
+                               lost it; the event leaves flagged missing this source */
+};
 struct sdd_evb_frag_hdr {
     uint32_t magic;  /* SDD_EVB_FRAG_MAGIC */
     uint8_t version; /* SDD_EVB_VERSION */
@@ -169,6 +174,23 @@ typedef enum { SDD_EVB_VERIFY_NONE = 0, SDD_EVB_VERIFY_HEADER, SDD_EVB_VERIFY_FU
 
 typedef void (*sdd_evb_event_fn)(const struct sdd_evb_event *ev, void *arg);
 
+/* An RU's fragments from outside (a readout receiver, say) instead of emulated boards. Both
+ * functions run on the node's thread.
+ * ready:   how many events, counting from event 0, the source can give now; the RU builds a
+ *          bulk only once all its events are ready. Called often: must be cheap, never block.
+ * payload: write the payload of event_id (at most cap bytes) at dst and return its length, or
+ *          -1 when the source has none for it (the fragment goes out empty and flagged, and
+ *          the event leaves incomplete). Called once per event, in event order.
+ * Slots are sized by the options' `src` on every node, so set src (e.g. fixed, mean = the
+ * largest payload) to what the feed can give; longer payloads are cut off there. The BUs
+ * cannot check a foreign payload's pattern: use SDD_EVB_VERIFY_HEADER (with crc for a
+ * checksum). */
+struct sdd_evb_feed {
+    uint64_t (*ready)(void *arg);
+    long (*payload)(void *arg, uint64_t event_id, void *dst, size_t cap);
+    void *arg;
+};
+
 struct sdd_evb_opts {
     const char *provider; /* fabric provider (NULL = auto) */
     int wait_mode;        /* sdd_wait_mode of the endpoint (default SDD_WAIT_ADAPTIVE) */
@@ -188,6 +210,8 @@ struct sdd_evb_opts {
     uint32_t dead_ms;          /* a peer silent this long is declared dead (default 2000) */
     uint32_t event_timeout_ms; /* incomplete events leave after this (default 5000) */
     uint64_t corrupt_every;    /* test hook: RU corrupts every n-th fragment it sends (0 = none) */
+    struct sdd_evb_feed feed;  /* this node's RU takes its fragments from here (payload NULL:
+                                  the emulated boards of `src`) */
     sdd_evb_event_fn on_event; /* called for every built event (may be NULL) */
     void *on_event_arg;
 };
@@ -234,5 +258,35 @@ SDD_API sdd_err sdd_evb_node_run(sdd_evb_node *n);
 SDD_API void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out);
 /* Close the endpoint (peers see BYE) and free everything. NULL ignored. */
 SDD_API void sdd_evb_node_destroy(sdd_evb_node *n);
+
+/* ---- a readout receiver as an RU's source -------------------------------------------------- */
+
+/* Feeds an RU from a readout receiver (sddaq/readout.h): frame first_frame + e becomes the
+ * fragment of event e, its payload the frame's bytes (one copy, into the bulk). A frame the
+ * receiver dropped or never saw becomes an empty, flagged fragment: event e is decided once
+ * its frame came, or a frame `window` or more ids newer came (the receiver closes frames in
+ * order of their ids), or nothing came for idle_ms (the stream ended or stalled). Frames are
+ * held until their bulk is built, so the receiver needs more slots than the RU's bulk size
+ * plus its window; frames that come after their event was decided are released and counted
+ * late. One feed per RU; node thread only. */
+typedef struct sdd_evb_ro_feed sdd_evb_ro_feed;
+
+struct sdd_evb_ro_feed_stats {
+    uint64_t frames;   /* frames turned into fragments */
+    uint64_t missing;  /* events given out empty: no frame for them */
+    uint64_t late;     /* frames that came after their event was decided, or before first */
+    uint64_t overflow; /* frames released unheld because the holding window was full */
+};
+
+/* rx: a started receiver whose only consumer this feed becomes; window: the receiver's
+ * assembly window (sdd_ro_rx_opts.window); slots: its slot count; idle_ms: see above (> 0).
+ * Returns SDD_OK, SDD_EINVAL or SDD_ENOMEM. */
+SDD_API sdd_err sdd_evb_ro_feed_create(sdd_ro_rx *rx, uint64_t first_frame, uint32_t window,
+                                       uint32_t slots, uint32_t idle_ms, sdd_evb_ro_feed **out);
+/* The feed's functions and argument, for sdd_evb_opts.feed. */
+SDD_API struct sdd_evb_feed sdd_evb_ro_feed_bind(sdd_evb_ro_feed *f);
+SDD_API void sdd_evb_ro_feed_stats(const sdd_evb_ro_feed *f, struct sdd_evb_ro_feed_stats *out);
+/* Release every frame still held and free; NULL ignored. Before the receiver is destroyed. */
+SDD_API void sdd_evb_ro_feed_destroy(sdd_evb_ro_feed *f);
 
 #endif

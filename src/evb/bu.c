@@ -138,7 +138,11 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
                         }
                     }
                 }
-                if (ok) {
+                const struct sdd_evb_frag_hdr *fh = (const void *)(b + m[i].offset);
+                if (ok && (fh->flags & SDD_EVB_FRAG_EMPTY)) {
+                    src_flags[r] = SDD_EVB_EV_MISSING; /* its readout had nothing */
+                    n->st.frags_missing++;
+                } else if (ok) {
                     frags[r] = (const void *)(b + m[i].offset);
                     present[0] |= 1ull << r;
                     ev.npresent++;

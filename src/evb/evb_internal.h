@@ -75,8 +75,9 @@ struct sdd_evb_node {
     uint32_t ru_node[SDD_EVB_MAX_NODES];
     uint32_t bu_node[SDD_EVB_MAX_NODES];
     struct evb_peer peers[SDD_EVB_MAX_NODES];
-    uint64_t nbulks;  /* bulks in the run */
-    size_t slot_size; /* bytes of one bulk slot */
+    uint64_t nbulks;      /* bulks in the run */
+    size_t slot_size;     /* bytes of one bulk slot */
+    uint32_t max_payload; /* payload room of one fragment in a slot */
     uint64_t cfg_hash;
     bool connected;
     bool use_imm; /* announce bulks by immediate data (else by a BULK message) */

@@ -101,14 +101,15 @@ sdd_evb_frag_check sdd_evb_frag_validate(const void *frag, size_t avail, uint16_
     if (h->event_id != event_id) {
         return SDD_EVB_FRAG_BAD_EVENT;
     }
-    if (h->length > avail - sizeof(*h)) {
+    if (h->length > avail - sizeof(*h) || ((h->flags & SDD_EVB_FRAG_EMPTY) && h->length != 0)) {
         return SDD_EVB_FRAG_BAD_LENGTH;
     }
     const uint8_t *payload = (const uint8_t *)frag + sizeof(*h);
     if ((h->flags & SDD_EVB_FRAG_CRC) && sdd_crc32c(0, payload, h->length) != h->crc) {
         return SDD_EVB_FRAG_BAD_CRC;
     }
-    if (verify_payload && !pattern_check(payload, h->length, source, event_id)) {
+    if (verify_payload && !(h->flags & SDD_EVB_FRAG_EMPTY) &&
+        !pattern_check(payload, h->length, source, event_id)) {
         return SDD_EVB_FRAG_BAD_PAYLOAD;
     }
     return SDD_EVB_FRAG_OK;

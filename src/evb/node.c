@@ -60,6 +60,10 @@ static sdd_err check_opts(const struct sdd_evb_opts *o)
         SDD_ERROR(LOG, "bad events, fragment size or rate");
         return SDD_EINVAL;
     }
+    if ((o->feed.payload == NULL) != (o->feed.ready == NULL)) {
+        SDD_ERROR(LOG, "a feed needs both ready and payload");
+        return SDD_EINVAL;
+    }
     if (o->hb_ms == 0 || o->dead_ms < 2 * o->hb_ms || o->event_timeout_ms == 0) {
         SDD_ERROR(LOG, "need hb_ms > 0, dead_ms >= 2 * hb_ms, event_timeout_ms > 0");
         return SDD_EINVAL;
@@ -93,6 +97,7 @@ static void node_layout(struct sdd_evb_node *n)
         }
     }
     n->nbulks = (o->events + o->bulk - 1) / o->bulk;
+    n->max_payload = max_payload(&o->src);
     n->slot_size = (sizeof(struct sdd_evb_bulk_hdr) +
                     (size_t)o->bulk *
                         (sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src))) +

@@ -112,6 +112,34 @@ static int schedule(const struct sdd_evb_node *n, uint64_t k)
     return -1;
 }
 
+/* One fragment from the feed at dst: the payload first, then the header around it. */
+static long feed_fragment(struct sdd_evb_node *n, uint8_t *dst, uint64_t ev, uint32_t *len)
+{
+    const struct sdd_evb_opts *o = &n->o;
+    uint16_t source = (uint16_t)n->ru->r;
+    size_t cap = n->max_payload;
+    long got = o->feed.payload(o->feed.arg, ev, dst + sizeof(struct sdd_evb_frag_hdr), cap);
+    bool empty = got < 0;
+    *len = empty ? 0 : (uint32_t)((size_t)got < cap ? (size_t)got : cap);
+    long w =
+        sdd_evb_source_fill(dst, evb_frag_bytes((uint32_t)cap), source, ev, *len, false, o->crc);
+    if (empty) {
+        ((struct sdd_evb_frag_hdr *)dst)->flags |= SDD_EVB_FRAG_EMPTY;
+    }
+    return w;
+}
+
+/* Whether the feed (if any) can give every event of bulk k now. */
+static bool feed_ready(const struct sdd_evb_node *n, uint64_t k)
+{
+    const struct sdd_evb_opts *o = &n->o;
+    if (o->feed.payload == NULL) {
+        return true;
+    }
+    uint64_t end = (k + 1) * o->bulk < o->events ? (k + 1) * o->bulk : o->events;
+    return o->feed.ready(o->feed.arg) >= end;
+}
+
 static void generate(struct sdd_evb_node *n, struct ru_bulk *b, uint64_t k)
 {
     struct evb_ru *ru = n->ru;
@@ -125,9 +153,15 @@ static void generate(struct sdd_evb_node *n, struct ru_bulk *b, uint64_t k)
     bool fill = o->verify == SDD_EVB_VERIFY_FULL;
     for (uint32_t i = 0; i < nev; i++) {
         uint64_t ev = first + i;
-        uint32_t len = sdd_evb_source_size(&o->src, source, ev);
-        long w =
-            sdd_evb_source_fill(b->buf + off, n->slot_size - off, source, ev, len, fill, o->crc);
+        uint32_t len = 0;
+        long w;
+        if (o->feed.payload != NULL) {
+            w = feed_fragment(n, b->buf + off, ev, &len);
+        } else {
+            len = sdd_evb_source_size(&o->src, source, ev);
+            w = sdd_evb_source_fill(b->buf + off, n->slot_size - off, source, ev, len, fill,
+                                    o->crc);
+        }
         /* The slot is sized for the largest fragment, so this cannot fail. */
         meta[i] = (struct sdd_evb_frag_meta){ev, (uint32_t)off, (uint32_t)w};
         if (o->corrupt_every != 0 && ++ru->frag_no % o->corrupt_every == 0) {
@@ -255,6 +289,9 @@ int evb_ru_step(struct sdd_evb_node *n, uint64_t now)
             if ((double)(ru->gen_next * o->bulk) > allowed) {
                 break;
             }
+        }
+        if (!feed_ready(n, ru->gen_next)) {
+            break;
         }
         generate(n, b, ru->gen_next++);
         work++;

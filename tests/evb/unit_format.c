@@ -54,6 +54,14 @@ static void test_fragment(void)
     buf[0] ^= 1;
     buf[4] = 9;
     CHECK_EQ(sdd_evb_frag_validate(buf, (size_t)n, 5, 77, true), SDD_EVB_FRAG_BAD_VERSION);
+    /* An empty fragment (the source had nothing) validates only with length 0. */
+    n = sdd_evb_source_fill(buf, sizeof(buf), 5, 77, 0, false, false);
+    ((struct sdd_evb_frag_hdr *)buf)->flags |= SDD_EVB_FRAG_EMPTY;
+    CHECK_EQ(sdd_evb_frag_validate(buf, (size_t)n, 5, 77, true), SDD_EVB_FRAG_OK);
+    ((struct sdd_evb_frag_hdr *)buf)->length = 4; /* fits the buffer, but empty says 0 */
+    CHECK_EQ(sdd_evb_frag_validate(buf, sizeof(buf), 5, 77, false), SDD_EVB_FRAG_BAD_LENGTH);
+    ((struct sdd_evb_frag_hdr *)buf)->flags = 0;
+    CHECK_EQ(sdd_evb_frag_validate(buf, sizeof(buf), 5, 77, false), SDD_EVB_FRAG_OK);
     CHECK(strcmp(sdd_evb_frag_check_name(SDD_EVB_FRAG_BAD_CRC), "bad crc") == 0);
     CHECK(strcmp(sdd_evb_frag_check_name((sdd_evb_frag_check)99), "unknown") == 0);
     /* Random garbage of every length never validates and never reads out of bounds (ASan). */
