@@ -122,11 +122,9 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
                                                            : (timed_out ? SDD_EVB_EV_TIMEOUT : 0));
                 n->st.frags_missing++;
             } else {
-                const struct sdd_evb_bulk_hdr *h = (const void *)b;
-                const struct sdd_evb_frag_meta *m = (const void *)(b + sizeof(*h));
-                size_t prefix = sizeof(*h) + (size_t)h->nfrag * sizeof(*m);
-                bool ok = m[i].event_id == id && m[i].offset >= prefix && m[i].length <= h->bytes &&
-                          m[i].offset <= h->bytes - m[i].length;
+                const struct sdd_evb_frag_meta *m =
+                    (const void *)(b + sizeof(struct sdd_evb_bulk_hdr));
+                bool ok = evb_bulk_entry_ok(b, i, id);
                 if (ok && check) {
                     sdd_evb_frag_check c = sdd_evb_frag_validate(b + m[i].offset, m[i].length,
                                                                  (uint16_t)r, id, payload);
@@ -215,10 +213,7 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
     struct evb_bu *bu = n->bu;
     const struct sdd_evb_bulk_hdr *h = (const void *)p;
     uint64_t k = avail >= sizeof(*h) ? h->bulk_id : UINT64_MAX;
-    if (avail < sizeof(*h) || h->magic != SDD_EVB_BULK_MAGIC || h->version != SDD_EVB_VERSION ||
-        h->ru != ru || h->source != ru || h->bytes > avail || k >= n->nbulks ||
-        h->first_event != k * n->o.bulk || h->nfrag != events_in(n, k) ||
-        sizeof(*h) + (size_t)h->nfrag * sizeof(struct sdd_evb_frag_meta) > h->bytes) {
+    if (!evb_bulk_header_ok(p, avail, ru, n->o.bulk, n->o.events)) {
         n->st.bulks_bad++;
         SDD_WARN(LOG, "BU %u: dropped a malformed bulk from RU %u (slot %u)", bu->b, ru, slot);
         release(n, ru, k, slot, true);

@@ -23,6 +23,14 @@ static inline size_t evb_frag_bytes(uint32_t payload)
 
 uint64_t evb_mix64(uint64_t x);
 
+/* format.c: the checks a BU makes of bytes an RU wrote into its slot (fuzzed by
+ * tests/fuzz/fuzz_evb_bulk.c). A bulk of avail bytes must be bulk k of RU `ru` in a run of
+ * `events` events in bulks of `bulk`, k < nbulks; its header and metadata must lie inside. */
+bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk, uint64_t events);
+/* Entry i of a bulk that passed evb_bulk_header_ok: for event `id`, and its fragment inside
+ * the bulk after the metadata. */
+bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);
+
 enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK };
 
 /* Control message, 32 bytes, sent as a fabric message. */

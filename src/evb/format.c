@@ -82,6 +82,33 @@ long sdd_evb_source_fill(void *dst, size_t cap, uint16_t source, uint64_t event_
     return (long)total;
 }
 
+bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk, uint64_t events)
+{
+    const struct sdd_evb_bulk_hdr *h = p;
+    if (avail < sizeof(*h) || bulk == 0) {
+        return false;
+    }
+    uint64_t nbulks = (events + bulk - 1) / bulk;
+    uint64_t k = h->bulk_id;
+    if (h->magic != SDD_EVB_BULK_MAGIC || h->version != SDD_EVB_VERSION || h->ru != ru ||
+        h->source != ru || h->bytes > avail || k >= nbulks || h->first_event != k * bulk) {
+        return false;
+    }
+    uint64_t first = k * bulk;
+    uint64_t nev = events - first < bulk ? events - first : bulk;
+    return h->nfrag == nev &&
+           sizeof(*h) + (uint64_t)h->nfrag * sizeof(struct sdd_evb_frag_meta) <= h->bytes;
+}
+
+bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id)
+{
+    const struct sdd_evb_bulk_hdr *h = p;
+    const struct sdd_evb_frag_meta *m = (const void *)((const uint8_t *)p + sizeof(*h));
+    size_t prefix = sizeof(*h) + (size_t)h->nfrag * sizeof(*m);
+    return i < h->nfrag && m[i].event_id == id && m[i].offset >= prefix &&
+           m[i].length <= h->bytes && m[i].offset <= h->bytes - m[i].length;
+}
+
 sdd_evb_frag_check sdd_evb_frag_validate(const void *frag, size_t avail, uint16_t source,
                                          uint64_t event_id, bool verify_payload)
 {

@@ -7,7 +7,8 @@
 # where clang with libFuzzer is not installed.
 # The raw run-file reader (src/store/raw_read.c) is fuzzed too, and the topology config
 # (src/ctl/config*.c, YAML through libyaml: parse, validate, emit and parse again) and the
-# control API's JSON request body (src/ctl/http_json.c).
+# control API's JSON request body (src/ctl/http_json.c), and the bulks an event-builder RU
+# writes into a BU's slots (src/evb/format.c: header, metadata, fragments).
 # Usage: test_fuzz.sh [sddaq binary, unused] ; FUZZ_SECONDS overrides the time per target.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -54,3 +55,4 @@ fuzz fuzz_rich_packet 16384 src/trigger/rich_event_finder.c src/trigger/rich_mer
 fuzz fuzz_config 8192 src/ctl/config.c src/ctl/config_parse.c src/ctl/config_validate.c \
     src/ctl/config_emit.c src/ctl/config_default.c -lyaml
 fuzz fuzz_ctl_json 4096 src/ctl/http_json.c
+fuzz fuzz_evb_bulk 65536 src/evb/format.c src/core/crc32c.c -lm
