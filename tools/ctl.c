@@ -52,23 +52,6 @@ static const struct {
     {"stop", "stopped"},         {"reset", "initial"}, {"fail", "error"},
 };
 
-/* JSON string escape for the reason. */
-static void escape(char *dst, size_t len, const char *s)
-{
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0' && o + 7 < len; p++) {
-        if (*p == '"' || *p == '\\') {
-            dst[o++] = '\\';
-            dst[o++] = (char)*p;
-        } else if (*p < 0x20) {
-            o += (size_t)snprintf(dst + o, len - o, "\\u%04x", *p);
-        } else {
-            dst[o++] = (char)*p;
-        }
-    }
-    dst[o] = '\0';
-}
-
 static int client(const char *hostport, const char *cmd, const char *reason)
 {
     char host[256];
@@ -88,7 +71,7 @@ static int client(const char *hostport, const char *cmd, const char *reason)
         for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
             if (strcmp(cmd, verbs[i].verb) == 0) {
                 char esc[600];
-                escape(esc, sizeof(esc), reason != NULL ? reason : "");
+                sdd_json_escape(esc, sizeof(esc), reason != NULL ? reason : "");
                 snprintf(body, sizeof(body), "{\"to\":\"%s\",\"reason\":\"%s\"}", verbs[i].to, esc);
                 method = "POST";
                 path = "/api/transition";

@@ -91,6 +91,12 @@ SDD_API sdd_err sdd_runctl_fail(sdd_runctl *rc, const char *node, const char *re
  * (as snprintf: may exceed len - 1 when truncated). */
 SDD_API int sdd_runctl_json(sdd_runctl *rc, char *buf, size_t len);
 
+/* The body of a JSON string for s (quote, backslash and control characters escaped), for a
+ * client building a request such as {"to":"running","reason":"..."}. Writes at most len bytes
+ * including the NUL, stopping early (at a whole character) when s does not fit; returns the
+ * length written. */
+SDD_API size_t sdd_json_escape(char *dst, size_t len, const char *s);
+
 /* Register the run's own metrics in m: sddaq_run_state{state="<name>"} (gauge, 1 for the
  * current state, 0 for the others) and sddaq_run_transitions_total (counter). Both read rc
  * when rendered, so rc must outlive them (remove them, or destroy m, first). Returns as

@@ -3,48 +3,12 @@
  * parses back to the same config. Strings are double-quoted whenever a plain scalar could be
  * read as something else. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config_internal.h"
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct sbuf *b, const char *fmt, ...)
-{
-    if (b->failed) {
-        return;
-    }
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-            return;
-        }
-        if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap * 2 + (size_t)n + 1;
-        char *p = realloc(b->p, cap);
-        if (p == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-}
+#include "sbuf.h"
 
 /* A plain scalar is safe when it is a name-like word that YAML would not read as a bool,
  * null or number. */
@@ -74,32 +38,32 @@ static bool plain_ok(const char *s)
 static void put_str(struct sbuf *b, const char *s)
 {
     if (plain_ok(s)) {
-        put(b, "%s", s);
+        sbuf_put(b, "%s", s);
         return;
     }
-    put(b, "\"");
+    sbuf_put(b, "\"");
     for (const unsigned char *q = (const unsigned char *)s; *q != '\0'; q++) {
         if (*q == '"' || *q == '\\') {
-            put(b, "\\%c", *q);
+            sbuf_put(b, "\\%c", *q);
         } else if (*q < 0x20 || *q == 0x7f) {
-            put(b, "\\x%02x", *q);
+            sbuf_put(b, "\\x%02x", *q);
         } else {
-            put(b, "%c", *q);
+            sbuf_put(b, "%c", *q);
         }
     }
-    put(b, "\"");
+    sbuf_put(b, "\"");
 }
 
 static void put_size(struct sbuf *b, uint64_t v)
 {
     if (v != 0 && v % (1u << 30) == 0) {
-        put(b, "%lluG", (unsigned long long)(v >> 30));
+        sbuf_put(b, "%lluG", (unsigned long long)(v >> 30));
     } else if (v != 0 && v % (1u << 20) == 0) {
-        put(b, "%lluM", (unsigned long long)(v >> 20));
+        sbuf_put(b, "%lluM", (unsigned long long)(v >> 20));
     } else if (v != 0 && v % 1024 == 0) {
-        put(b, "%lluK", (unsigned long long)(v >> 10));
+        sbuf_put(b, "%lluK", (unsigned long long)(v >> 10));
     } else {
-        put(b, "%llu", (unsigned long long)v);
+        sbuf_put(b, "%llu", (unsigned long long)v);
     }
 }
 
@@ -113,67 +77,68 @@ static void put_double(struct sbuf *b, double v)
             break;
         }
     }
-    put(b, "%s", tmp);
+    sbuf_put(b, "%s", tmp);
 }
 
 static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
 {
-    put(b, "  - name: ");
+    sbuf_put(b, "  - name: ");
     put_str(b, s->name);
-    put(b, "\n    type: %s\n    node: ", sdd_stage_type_name(s->type));
+    sbuf_put(b, "\n    type: %s\n    node: ", sdd_stage_type_name(s->type));
     put_str(b, s->node);
-    put(b, "\n    cores: ");
+    sbuf_put(b, "\n    cores: ");
     put_str(b, s->cores);
-    put(b, "\n");
+    sbuf_put(b, "\n");
     switch (s->type) {
     case SDD_STAGE_SOURCE: {
         const struct sdd_cfg_source *c = &s->source;
-        put(b, "    kind: %s\n    streams: %u\n    rate: ", sdd_source_kind_name(c->kind),
-            c->streams);
+        sbuf_put(b, "    kind: %s\n    streams: %u\n    rate: ", sdd_source_kind_name(c->kind),
+                 c->streams);
         put_double(b, c->rate);
-        put(b, "\n    seed: %llu\n", (unsigned long long)c->seed);
+        sbuf_put(b, "\n    seed: %llu\n", (unsigned long long)c->seed);
         if (c->kind == SDD_SRC_UDP) {
-            put(b, "    listen: ");
+            sbuf_put(b, "    listen: ");
             put_str(b, c->listen);
-            put(b, "\n");
+            sbuf_put(b, "\n");
         }
         if (c->kind == SDD_SRC_EVB_EMU) {
-            put(b, "    fragment:\n      dist: %s\n      size: ",
-                sdd_frag_dist_name(c->fragment.dist));
+            sbuf_put(b, "    fragment:\n      dist: %s\n      size: ",
+                     sdd_frag_dist_name(c->fragment.dist));
             put_size(b, c->fragment.size);
             if (c->fragment.min != 0 || c->fragment.max != 0) {
-                put(b, "\n      min: ");
+                sbuf_put(b, "\n      min: ");
                 put_size(b, c->fragment.min);
-                put(b, "\n      max: ");
+                sbuf_put(b, "\n      max: ");
                 put_size(b, c->fragment.max);
             }
-            put(b, "\n      sigma: ");
+            sbuf_put(b, "\n      sigma: ");
             put_double(b, c->fragment.sigma);
-            put(b, "\n");
+            sbuf_put(b, "\n");
         }
         break;
     }
     case SDD_STAGE_RU:
     case SDD_STAGE_BU:
-        put(b, "    bulk_size: %u\n    credits: %u\n    heartbeat_ms: %u\n    timeout_ms: %u\n",
-            s->evb.bulk_size, s->evb.credits, s->evb.heartbeat_ms, s->evb.timeout_ms);
+        sbuf_put(b,
+                 "    bulk_size: %u\n    credits: %u\n    heartbeat_ms: %u\n    timeout_ms: %u\n",
+                 s->evb.bulk_size, s->evb.credits, s->evb.heartbeat_ms, s->evb.timeout_ms);
         break;
     case SDD_STAGE_PROCESS:
-        put(b, "    algorithm: %s\n", sdd_algo_name(s->process.algorithm));
+        sbuf_put(b, "    algorithm: %s\n", sdd_algo_name(s->process.algorithm));
         if (s->process.algorithm == SDD_ALGO_PRESCALE) {
-            put(b, "    factor: %u\n", s->process.factor);
+            sbuf_put(b, "    factor: %u\n", s->process.factor);
         }
-        put(b, "    threads: %u\n", s->process.threads);
+        sbuf_put(b, "    threads: %u\n", s->process.threads);
         break;
     case SDD_STAGE_WRITER:
-        put(b, "    format: %s\n    path: ", sdd_writer_format_name(s->writer.format));
+        sbuf_put(b, "    format: %s\n    path: ", sdd_writer_format_name(s->writer.format));
         put_str(b, s->writer.path);
-        put(b, "\n");
+        sbuf_put(b, "\n");
         break;
     case SDD_STAGE_FEEDBACK:
-        put(b, "    size: ");
+        sbuf_put(b, "    size: ");
         put_size(b, s->feedback.size);
-        put(b, "\n    port: %u\n", s->feedback.port);
+        sbuf_put(b, "\n    port: %u\n", s->feedback.port);
         break;
     default:
         break;
@@ -187,42 +152,43 @@ sdd_err sdd_config_emit(const sdd_config *cfg, char **out, size_t *len)
         return SDD_ENOMEM;
     }
     b.p[0] = '\0';
-    put(&b, "# sddaq topology (%s), every default filled in\nrun:\n  name: ",
-        cfg->file[0] != '\0' ? cfg->file : "built in code");
+    sbuf_put(&b, "# sddaq topology (%s), every default filled in\nrun:\n  name: ",
+             cfg->file[0] != '\0' ? cfg->file : "built in code");
     put_str(&b, cfg->run.name);
-    put(&b, "\n  duration: ");
+    sbuf_put(&b, "\n  duration: ");
     put_double(&b, cfg->run.duration_s < 0 ? 0 : cfg->run.duration_s);
-    put(&b, "\n  events: %llu\n  output_dir: ", (unsigned long long)cfg->run.events);
+    sbuf_put(&b, "\n  events: %llu\n  output_dir: ", (unsigned long long)cfg->run.events);
     put_str(&b, cfg->run.output_dir);
-    put(&b, "\n  coordinator: ");
+    sbuf_put(&b, "\n  coordinator: ");
     put_str(&b, cfg->run.coordinator);
-    put(&b,
-        "\nfabric:\n  provider: %s\n  buffer_size: ", sdd_cfg_provider_name(cfg->fabric.provider));
+    sbuf_put(&b, "\nfabric:\n  provider: %s\n  buffer_size: ",
+             sdd_cfg_provider_name(cfg->fabric.provider));
     put_size(&b, cfg->fabric.buffer_size);
-    put(&b, "\n  buffers: %u\n  credits: %u\nnodes:\n", cfg->fabric.buffers, cfg->fabric.credits);
+    sbuf_put(&b, "\n  buffers: %u\n  credits: %u\nnodes:\n", cfg->fabric.buffers,
+             cfg->fabric.credits);
     for (size_t i = 0; i < cfg->n_nodes; i++) {
         const struct sdd_cfg_node *n = &cfg->nodes[i];
-        put(&b, "  - name: ");
+        sbuf_put(&b, "  - name: ");
         put_str(&b, n->name);
-        put(&b, "\n    host: ");
+        sbuf_put(&b, "\n    host: ");
         put_str(&b, n->host);
-        put(&b, "\n    control_port: %u\n    cores: ", n->control_port);
+        sbuf_put(&b, "\n    control_port: %u\n    cores: ", n->control_port);
         put_str(&b, n->cores);
-        put(&b, "\n");
+        sbuf_put(&b, "\n");
     }
-    put(&b, "stages:%s\n", cfg->n_stages == 0 ? " []" : "");
+    sbuf_put(&b, "stages:%s\n", cfg->n_stages == 0 ? " []" : "");
     for (size_t i = 0; i < cfg->n_stages; i++) {
         emit_stage(&b, &cfg->stages[i]);
     }
-    put(&b, "links:%s\n", cfg->n_links == 0 ? " []" : "");
+    sbuf_put(&b, "links:%s\n", cfg->n_links == 0 ? " []" : "");
     for (size_t i = 0; i < cfg->n_links; i++) {
         const struct sdd_cfg_link *l = &cfg->links[i];
-        put(&b, "  - from: ");
+        sbuf_put(&b, "  - from: ");
         put_str(&b, l->from);
-        put(&b, "\n    to: ");
+        sbuf_put(&b, "\n    to: ");
         put_str(&b, l->to);
-        put(&b, "\n    transport: %s\n    depth: %u\n    credits: %u\n",
-            sdd_link_transport_name(l->transport), l->depth, l->credits);
+        sbuf_put(&b, "\n    transport: %s\n    depth: %u\n    credits: %u\n",
+                 sdd_link_transport_name(l->transport), l->depth, l->credits);
     }
     if (b.failed) {
         free(b.p);

@@ -5,13 +5,13 @@
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "sbuf.h"
 #include "sddaq/metrics.h"
 
 static const double quantiles[SDD_METRIC_QUANTILES] = {0.5, 0.9, 0.99, 0.999};
@@ -86,51 +86,19 @@ void sdd_metrics_destroy(sdd_metrics *m)
 
 /* ---- Text building ----------------------------------------------------------------------- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct sbuf *b, const char *fmt, ...)
-{
-    while (!b->failed) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = true;
-        } else if ((size_t)n < b->cap - b->len) {
-            b->len += (size_t)n;
-            return;
-        } else {
-            size_t cap = b->cap * 2 + (size_t)n + 1;
-            char *p = realloc(b->p, cap);
-            if (p == NULL) {
-                b->failed = true;
-            } else {
-                b->p = p;
-                b->cap = cap;
-            }
-        }
-    }
-}
-
 /* Escape for the exposition format: backslash and newline always, double quote in label
  * values only. */
 static void put_escaped(struct sbuf *b, const char *s, bool quote)
 {
     for (; *s != '\0'; s++) {
         if (*s == '\\') {
-            put(b, "\\\\");
+            sbuf_put(b, "\\\\");
         } else if (*s == '\n') {
-            put(b, "\\n");
+            sbuf_put(b, "\\n");
         } else if (*s == '"' && quote) {
-            put(b, "\\\"");
+            sbuf_put(b, "\\\"");
         } else {
-            put(b, "%c", *s);
+            sbuf_put(b, "%c", *s);
         }
     }
 }
@@ -140,15 +108,15 @@ static void put_escaped(struct sbuf *b, const char *s, bool quote)
 static void put_double(struct sbuf *b, double v)
 {
     if (isnan(v)) {
-        put(b, "NaN");
+        sbuf_put(b, "NaN");
         return;
     }
     if (isinf(v)) {
-        put(b, v > 0 ? "+Inf" : "-Inf");
+        sbuf_put(b, v > 0 ? "+Inf" : "-Inf");
         return;
     }
     if (v == floor(v) && fabs(v) < 1e15) {
-        put(b, "%.0f", v); /* integers in full: 9000000, not 9e+06 */
+        sbuf_put(b, "%.0f", v); /* integers in full: 9000000, not 9e+06 */
         return;
     }
     char tmp[40];
@@ -158,7 +126,7 @@ static void put_double(struct sbuf *b, double v)
             break;
         }
     }
-    put(b, "%s", tmp);
+    sbuf_put(b, "%s", tmp);
 }
 
 /* ---- Registration ------------------------------------------------------------------------ */
@@ -213,9 +181,9 @@ static sdd_err add_series(sdd_metrics *m, sdd_metric_type type, const char *name
                 return SDD_EINVAL;
             }
         }
-        put(&lb, "%s%s=\"", i > 0 ? "," : "", labels[i].name);
+        sbuf_put(&lb, "%s%s=\"", i > 0 ? "," : "", labels[i].name);
         put_escaped(&lb, labels[i].value, true);
-        put(&lb, "\"");
+        sbuf_put(&lb, "\"");
     }
     sdd_metric *s = calloc(1, sizeof(*s));
     if (lb.failed || s == NULL) {
@@ -466,11 +434,11 @@ static void put_series(struct sbuf *b, const char *name, const char *suffix, con
                        const char *extra)
 {
     bool l = labels[0] != '\0', e = extra != NULL;
-    put(b, "%s%s", name, suffix);
+    sbuf_put(b, "%s%s", name, suffix);
     if (l || e) {
-        put(b, "{%s%s%s}", labels, l && e ? "," : "", e ? extra : "");
+        sbuf_put(b, "{%s%s%s}", labels, l && e ? "," : "", e ? extra : "");
     }
-    put(b, " ");
+    sbuf_put(b, " ");
 }
 
 sdd_err sdd_metrics_render(sdd_metrics *m, char **out, size_t *len)
@@ -482,9 +450,9 @@ sdd_err sdd_metrics_render(sdd_metrics *m, char **out, size_t *len)
     b.p[0] = '\0';
     pthread_mutex_lock(&m->lock);
     for (struct family *f = m->first; f != NULL; f = f->next) {
-        put(&b, "# HELP %s ", f->name);
+        sbuf_put(&b, "# HELP %s ", f->name);
         put_escaped(&b, f->help, false);
-        put(&b, "\n# TYPE %s %s\n", f->name, type_name(f->type));
+        sbuf_put(&b, "\n# TYPE %s %s\n", f->name, type_name(f->type));
         for (sdd_metric *s = f->first; s != NULL; s = s->next) {
             if (f->type == SDD_METRIC_SUMMARY) {
                 uint64_t count = 0, sum = 0, q[SDD_METRIC_QUANTILES] = {0};
@@ -494,30 +462,30 @@ sdd_err sdd_metrics_render(sdd_metrics *m, char **out, size_t *len)
                     snprintf(extra, sizeof(extra), "quantile=\"%s\"", quantile_text[i]);
                     put_series(&b, f->name, "", s->labels, extra);
                     put_double(&b, count > 0 ? (double)q[i] * s->scale : NAN);
-                    put(&b, "\n");
+                    sbuf_put(&b, "\n");
                 }
                 put_series(&b, f->name, "_sum", s->labels, NULL);
                 put_double(&b, (double)sum * s->scale);
-                put(&b, "\n");
+                sbuf_put(&b, "\n");
                 put_series(&b, f->name, "_count", s->labels, NULL);
-                put(&b, "%llu\n", (unsigned long long)count);
+                sbuf_put(&b, "%llu\n", (unsigned long long)count);
             } else if (s->fn != NULL) {
                 double v = s->fn(s->arg);
                 put_series(&b, f->name, "", s->labels, NULL);
                 if (f->type == SDD_METRIC_COUNTER && isfinite(v) && v >= 0 && v < 1.8e19) {
-                    put(&b, "%llu\n", (unsigned long long)v);
+                    sbuf_put(&b, "%llu\n", (unsigned long long)v);
                 } else {
                     put_double(&b, v);
-                    put(&b, "\n");
+                    sbuf_put(&b, "\n");
                 }
             } else if (f->type == SDD_METRIC_COUNTER) {
                 put_series(&b, f->name, "", s->labels, NULL);
-                put(&b, "%llu\n",
-                    (unsigned long long)atomic_load_explicit(&s->value, memory_order_relaxed));
+                sbuf_put(&b, "%llu\n",
+                         (unsigned long long)atomic_load_explicit(&s->value, memory_order_relaxed));
             } else {
                 put_series(&b, f->name, "", s->labels, NULL);
                 put_double(&b, double_of(atomic_load_explicit(&s->value, memory_order_relaxed)));
-                put(&b, "\n");
+                sbuf_put(&b, "\n");
             }
         }
     }

@@ -138,9 +138,11 @@ sdd_err sdd_runctl_fail(sdd_runctl *rc, const char *node, const char *reason)
     return move(rc, -1, SDD_RUN_ERROR, node, reason);
 }
 
-/* JSON string body: escape quote, backslash and control characters. */
-static size_t json_escape(char *dst, size_t len, const char *s)
+size_t sdd_json_escape(char *dst, size_t len, const char *s)
 {
+    if (len == 0) {
+        return 0;
+    }
     size_t o = 0;
     for (const unsigned char *p = (const unsigned char *)s; *p != '\0' && o + 7 < len; p++) {
         if (*p == '"' || *p == '\\') {
@@ -161,7 +163,7 @@ int sdd_runctl_json(sdd_runctl *rc, char *buf, size_t len)
     struct sdd_runctl_status st;
     sdd_runctl_get(rc, &st);
     char reason[SDD_RUNCTL_REASON_MAX * 6 + 8];
-    json_escape(reason, sizeof(reason), st.reason);
+    sdd_json_escape(reason, sizeof(reason), st.reason);
     double secs = (double)(sdd_now_ns() - st.since_ns) / 1e9;
     return snprintf(buf, len,
                     "{\"state\":\"%s\",\"previous\":\"%s\",\"transitions\":%llu,"

@@ -4,13 +4,10 @@
  * must be built exactly once; those whose frame arrived carry that frame's bytes (the
  * emulator's pattern, packet by packet), and exactly the frames the emulator damaged leave
  * as events flagged missing their source. */
-#include <pthread.h>
 #include <stdlib.h>
 
-#include "check.h"
-#include "sddaq/clock.h"
+#include "../readout/rotest.h"
 #include "sddaq/evb.h"
-#include "sddaq/readout.h"
 
 #define EVENTS  3000
 #define PPF     4
@@ -18,14 +15,14 @@
 #define STREAM  3
 #define FIRST   1 /* the emulator's first frame id */
 
-struct seen {
+struct evb_seen {
     uint64_t events, complete, missing, bad_content, twice, other;
     uint8_t built[EVENTS];
 };
 
 static void on_event(const struct sdd_evb_event *ev, void *arg)
 {
-    struct seen *s = arg;
+    struct evb_seen *s = arg;
     s->events++;
     if (ev->event_id >= EVENTS || s->built[ev->event_id]++ != 0) {
         s->twice++;
@@ -48,26 +45,6 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
     }
 }
 
-struct emu_job {
-    struct sdd_ro_emu_opts o;
-    uint16_t port;
-    struct sdd_ro_emu_stats st;
-    sdd_err err;
-};
-
-static void *emu_main(void *arg)
-{
-    struct emu_job *j = arg;
-    sdd_ro_emu *e = NULL;
-    j->err = sdd_ro_emu_create(&j->o, "127.0.0.1", j->port, &e);
-    if (j->err == SDD_OK) {
-        j->err = sdd_ro_emu_run(e);
-        sdd_ro_emu_stats(e, &j->st);
-    }
-    sdd_ro_emu_destroy(e);
-    return NULL;
-}
-
 int main(void)
 {
     struct sdd_ro_rx_opts ro;
@@ -85,7 +62,7 @@ int main(void)
     CHECK_OK(sdd_evb_ro_feed_create(rx, FIRST, ro.window, ro.slots, 300, &feed));
     CHECK_REQUIRE(feed != NULL);
 
-    static struct seen seen;
+    static struct evb_seen seen;
     struct sdd_evb_opts eo;
     sdd_evb_opts_default(&eo);
     eo.provider = "tcp";
@@ -117,11 +94,9 @@ int main(void)
     job.o.rate_pps = 20000; /* the socket buffer holds it all: the kernel drops nothing */
     job.o.loss = 0.004;
     job.o.seed = 17;
-    pthread_t t;
-    CHECK_REQUIRE(pthread_create(&t, NULL, emu_main, &job) == 0);
+    emu_job_start(&job);
     err = sdd_evb_node_run(node);
-    pthread_join(t, NULL);
-    CHECK_OK(job.err);
+    emu_job_join(&job);
     CHECK_OK(err);
 
     struct sdd_evb_ro_feed_stats fs;

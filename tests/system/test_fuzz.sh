@@ -53,6 +53,6 @@ fuzz fuzz_store_raw 65536 src/store/raw_read.c src/core/crc32c.c
 fuzz fuzz_rich_packet 16384 src/trigger/rich_event_finder.c src/trigger/rich_merge.c \
     src/trigger/rich_geom.c src/trigger/rich_packet.c src/trigger/gen/rich_gen.c
 fuzz fuzz_config 8192 src/ctl/config.c src/ctl/config_parse.c src/ctl/config_validate.c \
-    src/ctl/config_emit.c src/ctl/config_default.c -lyaml
+    src/ctl/config_emit.c src/ctl/config_default.c src/ctl/sbuf.c -lyaml
 fuzz fuzz_ctl_json 4096 src/ctl/http_json.c
 fuzz fuzz_evb_bulk 65536 src/evb/format.c src/core/crc32c.c -lm
