@@ -121,6 +121,11 @@ void evb_ru_on_bu_dead(struct sdd_evb_node *n, uint32_t bu);
 bool evb_ru_finished(const struct sdd_evb_node *n);
 /* Nanoseconds until the rate limiter lets the next event out (0 = now or no limit). */
 uint64_t evb_ru_wait_ns(const struct sdd_evb_node *n, uint64_t now);
+/* Run end decided late (sdd_evb_node_hold/_end): stop generating; bulks generated so far;
+ * the run has `bulks` bulks (n->nbulks already set), go on up to there. */
+void evb_ru_hold(struct sdd_evb_node *n);
+uint64_t evb_ru_generated(const struct sdd_evb_node *n);
+sdd_err evb_ru_end(struct sdd_evb_node *n, uint64_t bulks);
 
 /* bu.c */
 sdd_err evb_bu_create(struct sdd_evb_node *n);

@@ -1,6 +1,7 @@
 /* An event-builder node: options, the fabric endpoint, the TCP bootstrap with every other node,
  * control messages (heartbeats, acknowledgements with credits, end of run), failure detection,
  * and the single-threaded loop that drives the node's RU and BU. */
+#include <inttypes.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -639,6 +640,35 @@ sdd_err sdd_evb_node_run(sdd_evb_node *n)
     while ((r = sdd_evb_node_poll(n, 1)) > 0) {
     }
     return r;
+}
+
+void sdd_evb_node_hold(sdd_evb_node *n)
+{
+    if (n->ru) {
+        evb_ru_hold(n);
+    }
+}
+
+uint64_t sdd_evb_node_generated(const sdd_evb_node *n)
+{
+    return n->ru ? evb_ru_generated(n) : 0;
+}
+
+sdd_err sdd_evb_node_end(sdd_evb_node *n, uint64_t bulks)
+{
+    if (bulks == 0 || bulks > n->nbulks || (n->ru && bulks < evb_ru_generated(n))) {
+        SDD_ERROR(LOG, "node %u: cannot end the run at %" PRIu64 " bulks (run has %" PRIu64
+                  ", %" PRIu64 " generated here)", n->self, bulks, n->nbulks,
+                  sdd_evb_node_generated(n));
+        return SDD_EINVAL;
+    }
+    /* Later bulk ids are refused by the BU's header check from now on. The BU's bitmap of
+     * built bulks keeps its size: an upper bound. */
+    n->nbulks = bulks;
+    if (bulks * n->o.bulk < n->o.events) {
+        n->o.events = bulks * n->o.bulk;
+    }
+    return n->ru ? evb_ru_end(n, bulks) : SDD_OK;
 }
 
 void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)

@@ -46,6 +46,7 @@ struct evb_ru {
     bool bu_dead[SDD_EVB_MAX_NODES];
     uint32_t nresend;
     bool done_sent;
+    bool held; /* sdd_evb_node_hold(): generate nothing new until the run's end is known */
 };
 
 sdd_err evb_ru_create(struct sdd_evb_node *n)
@@ -279,7 +280,7 @@ int evb_ru_step(struct sdd_evb_node *n, uint64_t now)
         }
     }
     /* Generate ahead, up to the pool and the rate. */
-    for (int burst = 0; burst < 4 && ru->gen_next < n->nbulks; burst++) {
+    for (int burst = 0; burst < 4 && !ru->held && ru->gen_next < n->nbulks; burst++) {
         struct ru_bulk *b = &ru->pool[ru->gen_next % ru->npool];
         if (b->state != B_FREE) {
             break;
@@ -426,4 +427,25 @@ void evb_ru_on_bu_dead(struct sdd_evb_node *n, uint32_t bu)
 bool evb_ru_finished(const struct sdd_evb_node *n)
 {
     return n->ru == NULL || n->ru->done_sent;
+}
+
+void evb_ru_hold(struct sdd_evb_node *n)
+{
+    n->ru->held = true;
+}
+
+uint64_t evb_ru_generated(const struct sdd_evb_node *n)
+{
+    return n->ru->gen_next;
+}
+
+sdd_err evb_ru_end(struct sdd_evb_node *n, uint64_t bulks)
+{
+    struct evb_ru *ru = n->ru;
+    if (bulks < ru->gen_next) {
+        return SDD_EINVAL;
+    }
+    ru->nseq = (bulks + n->nbu - 1) / n->nbu * n->nbu;
+    ru->held = false;
+    return SDD_OK;
 }
