@@ -338,7 +338,7 @@ static void print_node_stats(const struct evb_cli *c, uint32_t node, const struc
     fflush(stdout);
 }
 
-static int cmd_run(struct evb_cli *c)
+static int run_one_node(struct evb_cli *c)
 {
     if (!c->have_nodes || c->o.node >= c->o.nnodes) {
         fprintf(stderr, "sddaq evb run: need --nodes H:P,... and --node I within it\n");
@@ -843,7 +843,7 @@ int cmd_evb(int argc, char **argv)
     }
     int rc;
     if (strcmp(sub, "run") == 0) {
-        rc = cmd_run(&c);
+        rc = run_one_node(&c);
     } else if (strcmp(sub, "launch") == 0) {
         rc = cmd_launch(&c);
     } else if (strcmp(sub, "check") == 0) {

@@ -5,6 +5,7 @@
 #include "cli.h"
 
 static const struct cli_command commands[] = {
+    {"run", "run a topology here (no file: the default chain), progress and summary", cmd_run},
     {"perf", "transport benchmark: server, client, self (perftest style)", cmd_perf},
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
     {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},

@@ -61,7 +61,10 @@ typedef enum {
     SDD_SRC_EMU_STREAM,  /* sddaq stream emulator (readout.h SDD_RO_FMT_STREAM) */
     SDD_SRC_EMU_JUNGFRAU,
     SDD_SRC_EMU_NA62,
-    SDD_SRC_UDP, /* a readout receiver listening on `listen` */
+    SDD_SRC_UDP,       /* a readout receiver listening on `listen` */
+    SDD_SRC_HOUGH_EMU, /* emulated tracker readout: each hough-emu source sends its share of the
+                        * six barrel layers' stubs of one detector sector per event (the Hough
+                        * trigger's input) */
 } sdd_source_kind;
 
 typedef enum { SDD_FRAG_FIXED = 0, SDD_FRAG_UNIFORM, SDD_FRAG_LOGNORMAL } sdd_frag_dist;
@@ -110,6 +113,8 @@ struct sdd_cfg_source {
     uint64_t seed;                 /* default 1 */
     char listen[SDD_CFG_HOST_MAX]; /* udp: "host:port" to receive on */
     struct sdd_cfg_fragment fragment;
+    float pileup; /* hough-emu: pileup level of the generated sector events, 0-1000; 200 */
+    struct sdd_cfg_pos seed_pos, pileup_pos; /* where seed and pileup were set (0: not) */
 };
 
 struct sdd_cfg_evb {
@@ -123,6 +128,8 @@ struct sdd_cfg_process {
     sdd_algo algorithm; /* default none */
     uint32_t factor;    /* prescale: keep 1 of factor; default 1 */
     uint32_t threads;   /* default 1 */
+    float min_pt;       /* hough: keep events with a track candidate of pT >= min_pt GeV/c;
+                           default 10 */
 };
 
 struct sdd_cfg_writer {

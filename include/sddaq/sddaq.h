@@ -19,5 +19,6 @@
 #include "sddaq/config.h"
 #include "sddaq/metrics.h"
 #include "sddaq/ctl.h"
+#include "sddaq/run.h"
 
 #endif

@@ -11,8 +11,8 @@
 const char *const cfg_provider_names[] = {"auto", "tcp", "shm", NULL};
 const char *const cfg_stage_type_names[] = {"source", "ru",       "bu", "process",
                                             "writer", "feedback", NULL};
-const char *const cfg_source_kind_names[] = {"evb-emu",  "emu-stream", "emu-jungfrau",
-                                             "emu-na62", "udp",        NULL};
+const char *const cfg_source_kind_names[] = {
+    "evb-emu", "emu-stream", "emu-jungfrau", "emu-na62", "udp", "hough-emu", NULL};
 const char *const cfg_frag_dist_names[] = {"fixed", "uniform", "lognormal", NULL};
 const char *const cfg_algo_names[] = {"none", "hough", "rich", "prescale", NULL};
 const char *const cfg_writer_names[] = {"hdf5", "raw", "null", NULL};
@@ -223,6 +223,7 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->source.fragment.dist = SDD_FRAG_FIXED;
         s->source.fragment.size = 4096;
         s->source.fragment.sigma = 0.5;
+        s->source.pileup = 200.0f;
         break;
     case SDD_STAGE_RU:
     case SDD_STAGE_BU:
@@ -233,6 +234,7 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
     case SDD_STAGE_PROCESS:
         s->process.algorithm = SDD_ALGO_NONE;
         s->process.factor = 1;
+        s->process.min_pt = 10.0f;
         s->process.threads = 1;
         break;
     case SDD_STAGE_WRITER:

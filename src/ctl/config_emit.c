@@ -80,6 +80,20 @@ static void put_double(struct sbuf *b, double v)
     sbuf_put(b, "%s", tmp);
 }
 
+/* Shortest text that reads back as the same float (read as the parser reads it: strtod, then
+ * rounded to float). */
+static void put_float(struct sbuf *b, float v)
+{
+    char tmp[40];
+    for (int prec = 6; prec <= 9; prec++) {
+        snprintf(tmp, sizeof(tmp), "%.*g", prec, (double)v);
+        if ((float)strtod(tmp, NULL) == v) {
+            break;
+        }
+    }
+    sbuf_put(b, "%s", tmp);
+}
+
 static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
 {
     sbuf_put(b, "  - name: ");
@@ -99,6 +113,11 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
         if (c->kind == SDD_SRC_UDP) {
             sbuf_put(b, "    listen: ");
             put_str(b, c->listen);
+            sbuf_put(b, "\n");
+        }
+        if (c->kind == SDD_SRC_HOUGH_EMU) {
+            sbuf_put(b, "    pileup: ");
+            put_float(b, c->pileup);
             sbuf_put(b, "\n");
         }
         if (c->kind == SDD_SRC_EVB_EMU) {
@@ -127,6 +146,11 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
         sbuf_put(b, "    algorithm: %s\n", sdd_algo_name(s->process.algorithm));
         if (s->process.algorithm == SDD_ALGO_PRESCALE) {
             sbuf_put(b, "    factor: %u\n", s->process.factor);
+        }
+        if (s->process.algorithm == SDD_ALGO_HOUGH) {
+            sbuf_put(b, "    min_pt: ");
+            put_float(b, s->process.min_pt);
+            sbuf_put(b, "\n");
         }
         sbuf_put(b, "    threads: %u\n", s->process.threads);
         break;

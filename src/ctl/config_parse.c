@@ -15,7 +15,7 @@
 
 /* Nodes visited at most: aliases can make a small file expand without bound. */
 #define VISIT_BUDGET 4000000u
-/* Keys one mapping may have; the schema's largest has 8. */
+/* Keys one mapping may have; the schema's largest (a source stage) has 11. */
 #define MAX_PAIRS 1000u
 /* Longest key path kept for messages. */
 #define PATH_MAX_LEN 160
@@ -33,7 +33,7 @@ struct pctx {
     bool no_memory;
 };
 
-enum ftype { F_NAME, F_STR, F_U32, F_U64, F_SIZE, F_DOUBLE, F_ENUM, F_CPUS, F_HOSTPORT };
+enum ftype { F_NAME, F_STR, F_U32, F_U64, F_SIZE, F_DOUBLE, F_FLOAT, F_ENUM, F_CPUS, F_HOSTPORT };
 
 #define NO_POS SIZE_MAX
 
@@ -242,6 +242,7 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
         snprintf(want, sizeof(want), "one of the names below");
         break;
     case F_DOUBLE:
+    case F_FLOAT:
         snprintf(want, sizeof(want), "a number");
         break;
     default:
@@ -311,7 +312,8 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
         perr(c, n, path, "unknown value '%s' (expected one of: %s)", s, list);
         break;
     }
-    case F_DOUBLE: {
+    case F_DOUBLE:
+    case F_FLOAT: {
         char *end = NULL;
         double v = is_plain(n) ? strtod(s, &end) : NAN;
         if (!is_plain(n) || end == s || *end != '\0' || !isfinite(v)) {
@@ -322,7 +324,12 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
             perr(c, n, path, "value %s is out of range (%g to %g)", s, f->min, f->max);
             return;
         }
-        memcpy(dst, &v, sizeof(v));
+        if (f->type == F_FLOAT) {
+            float vf = (float)v;
+            memcpy(dst, &vf, sizeof(vf));
+        } else {
+            memcpy(dst, &v, sizeof(v));
+        }
         break;
     }
     case F_U32:
@@ -504,8 +511,11 @@ static const struct field stage_source[] = {
     FENUM(stg, kind, source.kind, cfg_source_kind_names),
     FLD(stg, streams, F_U32, source.streams, 1, 65536),
     FLD(stg, rate, F_DOUBLE, source.rate, 0, 1e12),
-    FLD(stg, seed, F_U64, source.seed, 0, 18446744073709551615.0),
+    {"seed", F_U64, offsetof(stg, source.seed), 0, 0, 18446744073709551615.0, NULL,
+     offsetof(stg, source.seed_pos)},
     FLD(stg, listen, F_HOSTPORT, source.listen, 0, 0),
+    {"pileup", F_FLOAT, offsetof(stg, source.pileup), 0, 0, 1000, NULL,
+     offsetof(stg, source.pileup_pos)},
     /* fragment: a mapping, handled by stage_pair */
 };
 static const struct field stage_evb[] = {
@@ -518,6 +528,7 @@ static const struct field stage_process[] = {
     FENUM(stg, algorithm, process.algorithm, cfg_algo_names),
     FLD(stg, factor, F_U32, process.factor, 1, 1e9),
     FLD(stg, threads, F_U32, process.threads, 1, 1024),
+    {"min_pt", F_FLOAT, offsetof(stg, process.min_pt), 0, 2, 10000, NULL, NO_POS},
 };
 static const struct field stage_writer[] = {
     FENUM(stg, format, writer.format, cfg_writer_names),
@@ -589,7 +600,7 @@ static void require(struct pctx *c, yaml_node_t *map, const char *path, const ch
 struct stage_arg {
     struct sdd_cfg_stage *s;
     bool type_known;
-    yaml_node_t *fragment_key, *listen_key, *factor_key;
+    yaml_node_t *fragment_key, *listen_key, *factor_key, *pileup_key, *min_pt_key;
 };
 
 static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *vn, void *arg,
@@ -620,6 +631,10 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
             a->listen_key = kn;
         } else if (strcmp(key, "factor") == 0) {
             a->factor_key = kn;
+        } else if (strcmp(key, "min_pt") == 0) {
+            a->min_pt_key = kn;
+        } else if (strcmp(key, "pileup") == 0) {
+            a->pileup_key = kn;
         }
         set_field(c, f, vn, a->s, path);
         return;
@@ -711,6 +726,12 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
                  "is '%s')",
                  sdd_source_kind_name(s->source.kind));
         }
+        if (a.pileup_key != NULL && s->source.kind != SDD_SRC_HOUGH_EMU) {
+            mkpath(sub, sizeof(sub), "%s.pileup", path);
+            perr(c, a.pileup_key, sub,
+                 "only a 'hough-emu' source has a pileup level (this one is '%s')",
+                 sdd_source_kind_name(s->source.kind));
+        }
         const struct sdd_cfg_fragment *f = &s->source.fragment;
         if (a.fragment_key != NULL && (f->min != 0 || f->max != 0) &&
             (f->min == 0 || f->max == 0 || f->min > f->max)) {
@@ -724,6 +745,12 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
         s->process.algorithm != SDD_ALGO_PRESCALE) {
         mkpath(sub, sizeof(sub), "%s.factor", path);
         perr(c, a.factor_key, sub, "only the 'prescale' algorithm has a factor (this is '%s')",
+             sdd_algo_name(s->process.algorithm));
+    }
+    if (type == SDD_STAGE_PROCESS && a.min_pt_key != NULL &&
+        s->process.algorithm != SDD_ALGO_HOUGH) {
+        mkpath(sub, sizeof(sub), "%s.min_pt", path);
+        perr(c, a.min_pt_key, sub, "only the 'hough' algorithm has a min_pt (this is '%s')",
              sdd_algo_name(s->process.algorithm));
     }
 }

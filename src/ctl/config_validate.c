@@ -1,8 +1,9 @@
 /* Checks across entries of a topology: unique names, references that resolve (stage -> node,
  * link -> stage, coordinator -> node), links of a kind that makes sense, a graph without
- * cycles in which every stage gets data from a source and passes it on to a sink, and core
- * lists within their node's. Each problem is reported at the position of the value that
- * causes it (the entry's own position when it came from a file, nothing when built in code). */
+ * cycles in which every stage gets data from a source and passes it on to a sink, core lists
+ * within their node's, and hough-emu sources that can share one sector. Each problem is
+ * reported at the position of the value that causes it (the entry's own position when it came
+ * from a file, nothing when built in code). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,62 @@ static void check_stages(struct vctx *v)
                     break;
                 }
             }
+        }
+    }
+}
+
+/* hough-emu sources split the six barrel layers of one sector event between them, so they must
+ * generate the same events (one seed, one pileup level) and there can be at most one per
+ * layer. Mismatches are reported against the first hough-emu source. */
+#define HOUGH_EMU_MAX 6
+
+static void check_hough_sources(struct vctx *v)
+{
+    const sdd_config *cfg = v->cfg;
+    const struct sdd_cfg_stage *first = NULL;
+    size_t count = 0;
+    char key[96], who[SDD_CFG_NAME_MAX + 16];
+    for (size_t i = 0; i < cfg->n_stages; i++) {
+        const struct sdd_cfg_stage *s = &cfg->stages[i];
+        if (s->type != SDD_STAGE_SOURCE || s->source.kind != SDD_SRC_HOUGH_EMU) {
+            continue;
+        }
+        if (++count == HOUGH_EMU_MAX + 1) {
+            size_t total = count;
+            for (size_t j = i + 1; j < cfg->n_stages; j++) {
+                const struct sdd_cfg_stage *o = &cfg->stages[j];
+                if (o->type == SDD_STAGE_SOURCE && o->source.kind == SDD_SRC_HOUGH_EMU) {
+                    total++;
+                }
+            }
+            snprintf(key, sizeof(key), "stages[%zu]", i);
+            verr(v, s->pos, key,
+                 "%zu hough-emu sources; at most %d (they split the %d barrel layers of one "
+                 "sector, one layer at least each)",
+                 total, HOUGH_EMU_MAX, HOUGH_EMU_MAX);
+        }
+        if (first == NULL) {
+            first = s;
+            if (s->name[0] != '\0') {
+                snprintf(who, sizeof(who), "%s", s->name);
+            } else {
+                snprintf(who, sizeof(who), "stages[%zu]", i);
+            }
+            continue;
+        }
+        if (s->source.seed != first->source.seed) {
+            snprintf(key, sizeof(key), "stages[%zu].seed", i);
+            verr(v, pick(s->source.seed_pos, s->pos), key,
+                 "hough-emu sources split one sector between them and must share seed and pileup "
+                 "(%s has seed %llu)",
+                 who, (unsigned long long)first->source.seed);
+        }
+        if (s->source.pileup != first->source.pileup) {
+            snprintf(key, sizeof(key), "stages[%zu].pileup", i);
+            verr(v, pick(s->source.pileup_pos, s->pos), key,
+                 "hough-emu sources split one sector between them and must share seed and pileup "
+                 "(%s has pileup %g)",
+                 who, (double)first->source.pileup);
         }
     }
 }
@@ -299,6 +356,7 @@ sdd_err sdd_config_validate(const sdd_config *cfg, struct sdd_config_diag *diag)
     struct vctx v = {cfg, diag, 0};
     check_nodes(&v);
     check_stages(&v);
+    check_hough_sources(&v);
     size_t ns = cfg->n_stages, nl = cfg->n_links;
     long *from = calloc(nl + 1, sizeof(*from)), *to = calloc(nl + 1, sizeof(*to));
     size_t *in = calloc(ns + 1, sizeof(*in)), *out = calloc(ns + 1, sizeof(*out));

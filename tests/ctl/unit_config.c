@@ -104,8 +104,12 @@ static void check_round_trip(const sdd_config *cfg)
         CHECK(strcmp(x->name, y->name) == 0 && x->type == y->type && strcmp(x->node, y->node) == 0);
         if (x->type == SDD_STAGE_SOURCE) {
             CHECK(x->source.kind == y->source.kind && x->source.rate == y->source.rate &&
+                  x->source.seed == y->source.seed &&
                   x->source.fragment.size == y->source.fragment.size &&
                   x->source.fragment.sigma == y->source.fragment.sigma);
+            if (x->source.kind == SDD_SRC_HOUGH_EMU) {
+                CHECK(x->source.pileup == y->source.pileup);
+            }
         }
     }
     free(a);
@@ -130,6 +134,7 @@ static void test_default(void)
     CHECK_REQUIRE(t >= 0);
     CHECK_EQ(cfg->stages[t].type, SDD_STAGE_PROCESS);
     CHECK_EQ(cfg->stages[t].process.algorithm, SDD_ALGO_HOUGH);
+    CHECK(cfg->stages[t].process.min_pt == 20.0f);
     long w = sdd_config_find_stage(cfg, "writer");
     CHECK_REQUIRE(w >= 0);
     CHECK(strcmp(cfg->stages[w].writer.path, "runs/default_writer.h5") == 0);
@@ -137,9 +142,16 @@ static void test_default(void)
     CHECK(r >= 0 && cfg->stages[r].type == SDD_STAGE_FEEDBACK);
     long ru = sdd_config_find_stage(cfg, "ru0");
     CHECK(ru >= 0 && cfg->stages[ru].evb.credits == 16 && cfg->stages[ru].evb.bulk_size == 64);
-    long s0 = sdd_config_find_stage(cfg, "src0");
-    CHECK(s0 >= 0 && cfg->stages[s0].source.fragment.dist == SDD_FRAG_LOGNORMAL &&
-          cfg->stages[s0].source.fragment.size == 4096 && cfg->stages[s0].source.streams == 4);
+    /* One tracker sector read out by two boards: both hough-emu, same seed and pileup. */
+    for (int k = 0; k < 2; k++) {
+        long si = sdd_config_find_stage(cfg, k == 0 ? "src0" : "src1");
+        CHECK_REQUIRE(si >= 0);
+        const struct sdd_cfg_source *src = &cfg->stages[si].source;
+        CHECK_EQ(src->kind, SDD_SRC_HOUGH_EMU);
+        CHECK_EQ(src->seed, 1);
+        CHECK(src->pileup == 140.0f);
+        CHECK_EQ(src->streams, 1);
+    }
     for (size_t i = 0; i < cfg->n_links; i++) {
         CHECK_EQ(cfg->links[i].transport, SDD_LINK_RING); /* one node */
         CHECK_EQ(cfg->links[i].credits, 16);
@@ -279,6 +291,172 @@ static void test_quoting(void)
     sdd_config_destroy(cfg);
 }
 
+/* The hough-emu source kind: its pileup key (default, range, emit round trip, only for
+ * hough-emu) and the checks across hough-emu sources (shared seed and pileup, at most 6). */
+static void test_hough_emu(void)
+{
+    CHECK(strcmp(sdd_source_kind_name(SDD_SRC_HOUGH_EMU), "hough-emu") == 0);
+    CHECK(strcmp(sdd_source_kind_name((sdd_source_kind)(SDD_SRC_HOUGH_EMU + 1)), "?") == 0);
+    /* Defaults: pileup 200, seed 1; set in code too. */
+    sdd_config *cfg =
+        parse_ok("stages:\n"
+                 "  - {name: a, type: source, kind: hough-emu}\n"
+                 "  - {name: b, type: source, kind: hough-emu, seed: 1, pileup: 200}\n"
+                 "  - {name: w, type: writer, format: null}\n"
+                 "links: [{from: a, to: w}, {from: b, to: w}]\n",
+                 "h.yaml");
+    CHECK_REQUIRE(cfg != NULL);
+    CHECK_EQ(cfg->stages[0].source.kind, SDD_SRC_HOUGH_EMU);
+    CHECK(cfg->stages[0].source.pileup == 200.0f);
+    CHECK_EQ(cfg->stages[0].source.seed, 1);
+    CHECK(cfg->stages[1].source.pileup == 200.0f);
+    CHECK_EQ(cfg->stages[1].source.seed_pos.line, 3);
+    CHECK_EQ(cfg->stages[1].source.pileup_pos.line, 3);
+    CHECK_EQ(cfg->stages[1].source.pileup_pos.col, 63);
+    check_round_trip(cfg);
+    /* show writes pileup for hough-emu sources only, and no fragment for them. */
+    char *text = NULL;
+    CHECK_OK(sdd_config_emit(cfg, &text, NULL));
+    CHECK_REQUIRE(text != NULL);
+    CHECK(strstr(text, "    kind: hough-emu\n    streams: 1\n    rate: 0\n    seed: 1\n"
+                       "    pileup: 200\n") != NULL);
+    CHECK(strstr(text, "fragment") == NULL);
+    free(text);
+    sdd_config_destroy(cfg);
+    struct sdd_cfg_stage st;
+    sdd_config_stage_init(&st, SDD_STAGE_SOURCE);
+    CHECK(st.source.pileup == 200.0f);
+    /* Non-integer and extreme pileups parse and show back to the same float. */
+    cfg = parse_ok("stages:\n"
+                   "  - {name: a, type: source, kind: hough-emu, seed: 9, pileup: 140.7}\n"
+                   "  - {name: b, type: source, kind: hough-emu, seed: 9, pileup: 140.7}\n"
+                   "  - {name: w, type: writer, format: null}\n"
+                   "links: [{from: a, to: w}, {from: b, to: w}]\n",
+                   "h.yaml");
+    CHECK_REQUIRE(cfg != NULL);
+    CHECK(cfg->stages[0].source.pileup == 140.7f);
+    CHECK_EQ(cfg->stages[1].source.seed, 9);
+    check_round_trip(cfg);
+    cfg->stages[0].source.pileup = cfg->stages[1].source.pileup = 0.1f;
+    check_round_trip(cfg);
+    cfg->stages[0].source.pileup = cfg->stages[1].source.pileup = 1000.0f;
+    check_round_trip(cfg);
+    sdd_config_destroy(cfg);
+    cfg = parse_ok("stages:\n"
+                   "  - {name: a, type: source, kind: hough-emu, pileup: 0}\n"
+                   "  - {name: w, type: writer, format: null}\n"
+                   "links: [{from: a, to: w}]\n",
+                   "h.yaml");
+    CHECK(cfg != NULL && cfg->stages[0].source.pileup == 0.0f);
+    sdd_config_destroy(cfg);
+    /* pileup: a number within 0-1000, only for hough-emu. */
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: hough-emu, pileup: 1001}\n",
+                 "2:54: stages[0].pileup", "value 1001 is out of range (0 to 1000)");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: hough-emu, pileup: -1}\n",
+                 "2:54: stages[0].pileup", "out of range");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: hough-emu, pileup: lots}\n",
+                 "2:54: stages[0].pileup", "expected a number, got 'lots'");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, pileup: 140}\n", "2:29: stages[0].pileup",
+                 "only a 'hough-emu' source has a pileup level (this one is 'evb-emu')");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: udp, listen: \"h:1\", pileup: 1}\n",
+                 "2:55: stages[0].pileup",
+                 "only a 'hough-emu' source has a pileup level (this one "
+                 "is 'udp')");
+    EXPECT_ERROR("stages:\n  - {name: s, type: writer, pileup: 1}\n", "2:29: stages[0].pileup",
+                 "not valid for a 'writer' stage (it belongs to 'source' stages)");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: hough-emu, fragment: {size: 1K}}\n",
+                 "2:46: stages[0].fragment",
+                 "only an 'evb-emu' source has fragment sizes (this "
+                 "one is 'hough-emu')");
+    /* The sources split one sector: a second seed or pileup is an error at its value, naming
+     * the first source; evb-emu sources in between do not count. */
+    EXPECT_ERROR("stages:\n"
+                 "  - {name: src0, type: source, kind: hough-emu, seed: 1}\n"
+                 "  - {name: e, type: source, seed: 5}\n"
+                 "  - {name: src1, type: source, kind: hough-emu, seed: 2}\n"
+                 "  - {name: w, type: writer, format: null}\n"
+                 "links: [{from: src0, to: w}, {from: e, to: w}, {from: src1, to: w}]\n",
+                 "4:55: stages[2].seed",
+                 "hough-emu sources split one sector between them and must share seed and pileup "
+                 "(src0 has seed 1)");
+    EXPECT_ERROR("stages:\n"
+                 "  - {name: src0, type: source, kind: hough-emu}\n"
+                 "  - {name: src1, type: source, kind: hough-emu, pileup: 140}\n"
+                 "  - {name: w, type: writer, format: null}\n"
+                 "links: [{from: src0, to: w}, {from: src1, to: w}]\n",
+                 "3:57: stages[1].pileup", "must share seed and pileup (src0 has pileup 200)");
+    /* A defaulted seed has no position of its own: the stage's is used. */
+    EXPECT_ERROR("stages:\n"
+                 "  - {name: src0, type: source, kind: hough-emu, seed: 3}\n"
+                 "  - {name: src1, type: source, kind: hough-emu}\n"
+                 "  - {name: w, type: writer, format: null}\n"
+                 "links: [{from: src0, to: w}, {from: src1, to: w}]\n",
+                 "3:5: stages[1].seed", "(src0 has seed 3)");
+    /* Each mismatch against the first: two later sources, two errors. */
+    CHECK_EQ(EXPECT_ERROR("stages:\n"
+                          "  - {name: src0, type: source, kind: hough-emu}\n"
+                          "  - {name: src1, type: source, kind: hough-emu, seed: 2}\n"
+                          "  - {name: src2, type: source, kind: hough-emu, seed: 2, pileup: 1}\n"
+                          "  - {name: w, type: writer, format: null}\n"
+                          "links: [{from: src0, to: w}, {from: src1, to: w}, {from: src2, to: "
+                          "w}]\n",
+                          "4:55: stages[2].seed", "(src0 has seed 1)"),
+             3);
+    /* Built in code: the same check, without positions. */
+    sdd_config *c = sdd_config_create();
+    CHECK_REQUIRE(c != NULL);
+    for (int i = 0; i < 2; i++) {
+        struct sdd_cfg_stage *s = sdd_config_add_stage(c, SDD_STAGE_SOURCE);
+        CHECK_REQUIRE(s != NULL);
+        snprintf(s->name, sizeof(s->name), "h%d", i);
+        s->source.kind = SDD_SRC_HOUGH_EMU;
+        s->source.seed = 7;
+    }
+    struct sdd_cfg_stage *w = sdd_config_add_stage(c, SDD_STAGE_WRITER);
+    snprintf(w->name, sizeof(w->name), "w");
+    w->writer.format = SDD_WRITER_NULL;
+    for (int i = 0; i < 2; i++) {
+        struct sdd_cfg_link *l = sdd_config_add_link(c);
+        snprintf(l->from, sizeof(l->from), "h%d", i);
+        snprintf(l->to, sizeof(l->to), "w");
+    }
+    CHECK_OK(sdd_config_fill_defaults(c));
+    CHECK_OK(sdd_config_validate(c, NULL));
+    c->stages[1].source.pileup = 140.5f;
+    struct sdd_config_diag d = {0};
+    CHECK_EQ(sdd_config_validate(c, &d), SDD_EINVAL);
+    CHECK(d.stored == 1 &&
+          strcmp(d.errors[0].text, "<input>: stages[1].pileup: hough-emu sources split one sector "
+                                   "between them and must share seed and pileup (h0 has pileup "
+                                   "200)") == 0);
+    sdd_config_diag_fini(&d);
+    sdd_config_destroy(c);
+    /* Six layers: six sources are fine, the seventh is an error at its entry. */
+    char y[2048];
+    for (int n = 6; n <= 8; n++) {
+        size_t used = (size_t)snprintf(y, sizeof(y), "stages:\n");
+        for (int i = 0; i < n; i++) {
+            used += (size_t)snprintf(y + used, sizeof(y) - used,
+                                     "  - {name: s%d, type: source, kind: hough-emu}\n", i);
+        }
+        used += (size_t)snprintf(y + used, sizeof(y) - used,
+                                 "  - {name: w, type: writer, format: null}\nlinks:\n");
+        for (int i = 0; i < n; i++) {
+            used += (size_t)snprintf(y + used, sizeof(y) - used, "  - {from: s%d, to: w}\n", i);
+        }
+        CHECK_REQUIRE(used < sizeof(y));
+        if (n == 6) {
+            cfg = parse_ok(y, "six.yaml");
+            CHECK(cfg != NULL && cfg->n_stages == 7);
+            sdd_config_destroy(cfg);
+        } else {
+            char msg[128];
+            snprintf(msg, sizeof(msg), "%d hough-emu sources; at most 6", n);
+            CHECK_EQ(EXPECT_ERROR(y, "8:5: stages[6]", msg), 1); /* reported once */
+        }
+    }
+}
+
 static void test_syntax_and_types(void)
 {
     EXPECT_ERROR("stages: [ {name: a\n", "2:1", "YAML syntax error");
@@ -361,6 +539,10 @@ static void test_stage_keys(void)
                  "2:55: stages[0].fragment", "only an 'evb-emu' source");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, factor: 10}\n", "2:30: stages[0].factor",
                  "only the 'prescale' algorithm has a factor");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, min_pt: 5}\n",
+                 "2:51: stages[0].min_pt", "only the 'hough' algorithm has a min_pt");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: hough, min_pt: 1}\n",
+                 "2:56: stages[0].min_pt", "out of range");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",
                  "2:59: stages[0].factor", "out of range");
     EXPECT_ERROR("stages:\n  - {name: w, type: writer, format: tiff}\n", "2:37: stages[0].format",
@@ -561,6 +743,7 @@ int main(void)
     test_examples();
     test_minimal();
     test_quoting();
+    test_hough_emu();
     test_syntax_and_types();
     test_stage_keys();
     test_graph();

@@ -1,0 +1,101 @@
+/* The runtime: runs the stages of a topology (sddaq/config.h) as threads of this process and
+ * drives them through the run-control states (sddaq/ctl.h) — `sddaq run`.
+ *
+ * Stages become:
+ *   source -> ru   the RU's fragments: `evb-emu` emulated boards or `hough-emu` tracker stubs
+ *   ru, bu         event-builder nodes (sddaq/evb.h), one thread each, joined by the fabric
+ *   process        `threads` workers: hough (CMS L1 track finder; keeps events with at least
+ *                  one track candidate), prescale (keeps 1 of `factor`), none (keeps all)
+ *   writer         one thread: hdf5, raw or null (sddaq/store.h), one record per kept event
+ *   feedback       one thread: every trigger decision is published on a self-synchronizing
+ *                  remote buffer (sddaq/rmem.h, sdd_ksb) as a struct sdd_run_feedback
+ * Links between stages on this node are bounded rings of references to pooled event buffers:
+ * a full ring holds its producer back, and a builder unit that cannot hand an event on stops
+ * returning credits, so the readout units slow down: nothing is dropped for lack of room.
+ *
+ * Accounting: every event the readout units generate is built exactly once (complete or
+ * flagged), and every built event is decided by the process stage (kept or rejected); kept
+ * events are written. The summary lists these counts and checks that they add up.
+ *
+ * Not yet: topologies spread over several nodes (`sddaq node`), `udp`/`emu-*` sources,
+ * sources linked to anything but an RU, the `rich` algorithm in a chain. They are refused
+ * with a message naming the stage. */
+#ifndef SDDAQ_RUN_H
+#define SDDAQ_RUN_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "sddaq/api.h"
+#include "sddaq/config.h"
+#include "sddaq/err.h"
+
+/* One trigger decision as the feedback buffer publishes it: 64 bytes, little-endian. */
+struct sdd_run_feedback {
+    uint64_t event_id;       /* the event just decided */
+    uint32_t ntracks;        /* its track candidates (hough; 0 for other algorithms) */
+    uint32_t kept;           /* 1 when the trigger kept it */
+    uint64_t decided;        /* decisions published so far, this one included */
+    uint64_t kept_total;     /* of those, kept */
+    uint64_t tracks_total;   /* track candidates so far */
+    uint64_t built_ns;       /* when the event was built (monotonic clock of the node) */
+    uint64_t decided_ns;     /* when it was decided */
+    uint32_t event_flags;    /* SDD_EVB_EV_* of the event */
+    uint32_t reserved;
+};
+
+struct sdd_run_opts {
+    double duration_s;     /* > 0: overrides run.duration */
+    uint64_t events;       /* > 0: overrides run.events */
+    bool progress;         /* a progress line on stderr every second */
+    bool http;             /* serve the node's control port (metrics, state, transitions) */
+    bool wait_for_start;   /* stay `configured` until POST /api/transition {"to":"running"} */
+    volatile sig_atomic_t *stop; /* set (e.g. from SIGINT) to end the run early, cleanly */
+};
+
+SDD_API void sdd_run_opts_default(struct sdd_run_opts *o);
+
+/* Per-stage figures of a finished run. */
+struct sdd_run_stage_summary {
+    char name[SDD_CFG_NAME_MAX];
+    sdd_stage_type type;
+    uint64_t events_in, events_out, bytes_in, bytes_out, dropped, errors;
+    uint64_t lat_count, lat_p50_ns, lat_p99_ns; /* event age (built -> done here); 0 = none */
+    char detail[SDD_CFG_PATH_MAX + 320];        /* output file, feedback address, ... */
+};
+
+struct sdd_run_summary {
+    sdd_err status;          /* SDD_OK, or what ended the run in error */
+    char reason[256];        /* "stage: why" when status is not SDD_OK */
+    double seconds;          /* running phase, start to the last stage drained */
+    uint64_t run_number;
+    uint64_t generated;      /* events the RUs generated (each RU generates every event) */
+    uint64_t built, complete, incomplete, corrupt;
+    uint64_t kept, rejected; /* decisions of the process stages feeding writers */
+    uint64_t written;        /* records the writers accepted */
+    uint64_t dropped;        /* counted drops anywhere */
+    uint64_t bytes_built;    /* fragment bytes of the built events */
+    bool accounted;          /* generated == built and built == kept + rejected + dropped and
+                                every kept event reached each of its writers */
+    size_t nstages;
+    struct sdd_run_stage_summary *stages;
+};
+
+/* Run cfg (every stage of it, on this machine) to the end: configured -> running -> stopped.
+ * The run ends after run.events events, after run.duration seconds, or when *o->stop is set
+ * or a client posts "stopped"; the sources stop first and everything in flight is built,
+ * decided and written before the sinks close. summary receives the figures (free its stages
+ * with sdd_run_summary_fini), also when the run failed.
+ * Returns SDD_OK; SDD_ENOTSUP (a topology the runtime cannot run yet: the log names the stage
+ * and why); SDD_EINVAL; or the error that ended the run. */
+SDD_API sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
+                                struct sdd_run_summary *summary);
+
+SDD_API void sdd_run_summary_fini(struct sdd_run_summary *s);
+
+/* The closing summary as a table (text) or one JSON object (json). */
+SDD_API void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json);
+
+#endif

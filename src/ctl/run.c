@@ -1,0 +1,323 @@
+/* `sddaq run`: set a topology's stages up, drive them through the run-control states, stop
+ * them in order (sources first, everything in flight drained, sinks last) and sum up. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/log.h"
+
+#define LOG "run"
+
+#define DRAIN_TIMEOUT_NS 60000000000ull /* stop asked -> every stage drained */
+
+void sdd_run_opts_default(struct sdd_run_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->http = true;
+}
+
+void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const char *why)
+{
+    pthread_mutex_lock(&r->reason_lock);
+    if (atomic_load(&r->failed) == 0) {
+        snprintf(r->reason, sizeof(r->reason), "%s: %s (%s)", s ? s->cfg->name : "run", why,
+                 sdd_strerror(err));
+        atomic_store(&r->failed, (int)err);
+        SDD_ERROR(LOG, "%s", r->reason);
+        if (r->rc != NULL) {
+            sdd_runctl_fail(r->rc, s ? s->cfg->node : NULL, r->reason);
+        }
+    }
+    pthread_mutex_unlock(&r->reason_lock);
+}
+
+bool run_stopping(const struct sdd_run *r)
+{
+    return atomic_load(&r->phase) >= RUN_PHASE_HOLD;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* HTTP transitions, on the server's thread. */
+static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const char *reason,
+                             char *msg, size_t len)
+{
+    struct sdd_run *r = arg;
+    struct sdd_runctl_status st;
+    sdd_runctl_get(rc, &st);
+    if (to == SDD_RUN_RUNNING && st.state == SDD_RUN_CONFIGURED) {
+        return sdd_runctl_transition_from(rc, st.state, to, reason); /* the monitor starts */
+    }
+    if (to == SDD_RUN_STOPPED && st.state == SDD_RUN_RUNNING) {
+        atomic_store(&r->stop_req, 1);
+        /* Answer once the run has drained, with the state it ended in. */
+        for (int i = 0; i < 600; i++) {
+            sdd_runctl_get(rc, &st);
+            if (st.state != SDD_RUN_RUNNING) {
+                break;
+            }
+            sleep_ms(100);
+        }
+        snprintf(msg, len, "run stopped: every event in flight was built, decided and written");
+        return st.state == SDD_RUN_STOPPED ? SDD_OK : SDD_EIO;
+    }
+    if (to == SDD_RUN_PAUSED) {
+        snprintf(msg, len, "`sddaq run` cannot pause a run yet: stop it instead");
+        return SDD_ENOTSUP;
+    }
+    snprintf(msg, len, "not from %s in sddaq run", sdd_run_state_name(st.state));
+    return SDD_EBUSY;
+}
+
+static bool evb_all_done(const struct sdd_run *r)
+{
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        struct run_stage *s = r->evb[i].ru ? r->evb[i].ru : r->evb[i].bu;
+        if (atomic_load(&s->live) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool stages_all_done(const struct sdd_run *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (atomic_load(&r->st[i].live) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Sources first: hold every RU, agree on the last bulk, let every node finish up to it. */
+static void stop_sources(struct sdd_run *r)
+{
+    atomic_store(&r->phase, RUN_PHASE_HOLD);
+    uint64_t t0 = sdd_now_ns();
+    while (atomic_load(&r->evb_held) < r->nevb) {
+        if (sdd_now_ns() - t0 > 10000000000ull) {
+            run_fail(r, NULL, SDD_ETIMEDOUT, "event-builder nodes did not hold within 10 s");
+            atomic_store(&r->phase, RUN_PHASE_ABORT);
+            return;
+        }
+        sleep_ms(1);
+    }
+    uint64_t k = 1;
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        uint64_t g = atomic_load(&r->evb[i].generated_bulks);
+        k = g > k ? g : k;
+    }
+    atomic_store(&r->end_bulks, k);
+    atomic_store(&r->phase, RUN_PHASE_END);
+}
+
+static void monitor(struct sdd_run *r)
+{
+    double duration = r->o.duration_s > 0 ? r->o.duration_s : r->cfg->run.duration_s;
+    if (r->o.events > 0 && r->o.duration_s <= 0) {
+        duration = 0; /* an event count given on the command line alone ends the run */
+    }
+    uint64_t next_progress = r->t_start_ns + 1000000000ull;
+    bool stopping = false;
+    uint64_t stop_ns = 0;
+    for (;;) {
+        sleep_ms(20);
+        uint64_t now = sdd_now_ns();
+        double t = (double)(now - r->t_start_ns) * 1e-9;
+        if (now >= next_progress) {
+            run_metrics_tick(r);
+            if (r->o.progress) {
+                run_progress(r, stderr, t);
+            }
+            next_progress += 1000000000ull;
+        }
+        if (stages_all_done(r)) {
+            break;
+        }
+        if (atomic_load(&r->failed) != 0 && atomic_load(&r->phase) < RUN_PHASE_ABORT) {
+            atomic_store(&r->phase, RUN_PHASE_ABORT); /* failing stages end the others */
+        }
+        bool want = (duration > 0 && t >= duration) || (r->o.stop && *r->o.stop) ||
+                    atomic_load(&r->stop_req) != 0;
+        if (want && !stopping && !evb_all_done(r)) {
+            stopping = true;
+            stop_ns = now;
+            stop_sources(r);
+        }
+        if (stopping && now - stop_ns > DRAIN_TIMEOUT_NS &&
+            atomic_load(&r->phase) != RUN_PHASE_ABORT) {
+            run_fail(r, NULL, SDD_ETIMEDOUT, "the run did not drain within 60 s of its stop");
+            atomic_store(&r->phase, RUN_PHASE_ABORT);
+        }
+    }
+    r->t_end_ns = sdd_now_ns();
+    run_metrics_tick(r);
+    if (r->o.progress) {
+        run_progress(r, stderr, (double)(r->t_end_ns - r->t_start_ns) * 1e-9);
+        fputc('\n', stderr);
+    }
+}
+
+static void join_all(struct sdd_run *r)
+{
+    run_evb_join(r);
+    for (size_t i = 0; i < r->n; i++) {
+        for (unsigned t = 0; t < r->st[i].started; t++) {
+            pthread_join(r->st[i].th[t], NULL);
+        }
+        r->st[i].started = 0;
+    }
+}
+
+/* Wait in configured until a client starts the run (or a stop is asked). */
+static bool wait_for_start(struct sdd_run *r)
+{
+    for (;;) {
+        struct sdd_runctl_status st;
+        sdd_runctl_get(r->rc, &st);
+        if (st.state == SDD_RUN_RUNNING) {
+            return true;
+        }
+        if ((r->o.stop && *r->o.stop) || st.state == SDD_RUN_ERROR) {
+            return false;
+        }
+        sleep_ms(20);
+    }
+}
+
+static sdd_err setup(struct sdd_run *r)
+{
+    const sdd_config *cfg = r->cfg;
+    if (cfg->n_nodes != 1) {
+        SDD_ERROR(LOG, "%s: %zu nodes: `sddaq run` runs one-node topologies; multi-node runs "
+                       "(`sddaq node`) are not there yet", cfg->file, cfg->n_nodes);
+        return SDD_ENOTSUP;
+    }
+    r->n = cfg->n_stages;
+    r->st = calloc(r->n, sizeof(*r->st));
+    if (r->st == NULL) {
+        return SDD_ENOMEM;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        r->st[i].run = r;
+        r->st[i].cfg = &cfg->stages[i];
+        r->st[i].idx = i;
+    }
+    sdd_err err = sdd_runctl_create(&r->rc);
+    if (err == SDD_OK) {
+        err = sdd_metrics_create(&r->metrics);
+    }
+    if (err == SDD_OK) {
+        err = run_metrics_setup(r);
+    }
+    if (err == SDD_OK) {
+        err = run_evb_setup(r);
+    }
+    if (err == SDD_OK) {
+        err = run_stages_setup(r);
+    }
+    if (err == SDD_OK && r->o.http) {
+        const struct sdd_cfg_node *nd = &cfg->nodes[0];
+        struct sdd_http_opts ho = {.host = nd->host, .port = (uint16_t)nd->control_port,
+                                   .metrics = r->metrics, .runctl = r->rc,
+                                   .on_transition = on_transition, .arg = r};
+        err = sdd_http_start(&ho, &r->http);
+        if (err != SDD_OK) {
+            SDD_ERROR(LOG, "%s: cannot serve the control port %s:%u: %s", nd->name, nd->host,
+                      nd->control_port, sdd_strerror(err));
+        }
+    }
+    return err;
+}
+
+static void teardown(struct sdd_run *r)
+{
+    sdd_http_stop(r->http);
+    run_stages_close(r);
+    run_evb_destroy(r);
+    if (r->st != NULL) {
+        for (size_t i = 0; i < r->n; i++) {
+            sdd_stage_metrics_remove(r->metrics, &r->st[i].m);
+        }
+    }
+    sdd_metrics_destroy(r->metrics);
+    sdd_runctl_destroy(r->rc);
+    free(r->st);
+    pthread_mutex_destroy(&r->reason_lock);
+}
+
+sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
+                        struct sdd_run_summary *summary)
+{
+    memset(summary, 0, sizeof(*summary));
+    struct sdd_run *r = calloc(1, sizeof(*r));
+    if (r == NULL) {
+        return SDD_ENOMEM;
+    }
+    r->cfg = cfg;
+    if (o != NULL) {
+        r->o = *o;
+    } else {
+        sdd_run_opts_default(&r->o);
+    }
+    pthread_mutex_init(&r->reason_lock, NULL);
+    sdd_err err = setup(r);
+    if (err == SDD_OK) {
+        sdd_runctl_transition(r->rc, SDD_RUN_CONFIGURED, "stages set up");
+        err = run_stages_start(r); /* sinks and processing first: they wait for input */
+    }
+    if (err == SDD_OK) {
+        err = run_evb_start(r);
+    }
+    bool started = false;
+    if (err == SDD_OK) {
+        while (atomic_load(&r->evb_ready) < r->nevb) {
+            sleep_ms(1);
+        }
+        started = !r->o.wait_for_start || wait_for_start(r);
+        if (started) {
+            sdd_runctl_transition_from(r->rc, SDD_RUN_CONFIGURED, SDD_RUN_RUNNING, "started");
+        }
+    }
+    if (err != SDD_OK || !started) {
+        atomic_store(&r->phase, RUN_PHASE_ABORT);
+        for (size_t i = 0; r->st != NULL && i < r->n; i++) {
+            bool runs = r->st[i].started > 0 || (r->st[i].evb != NULL && r->st[i].evb->started);
+            if (!runs) { /* never started: its consumers must not wait for it */
+                run_stage_finished(&r->st[i]);
+            }
+        }
+    } else {
+        r->t_start_ns = sdd_now_ns();
+        atomic_store(&r->phase, RUN_PHASE_GO);
+        monitor(r);
+    }
+    join_all(r);
+    run_stages_close(r); /* writers close their files: the run's data is complete now */
+    if (atomic_load(&r->failed) == 0 && err == SDD_OK && started) {
+        sdd_runctl_transition_from(r->rc, SDD_RUN_RUNNING, SDD_RUN_STOPPED, "run ended");
+    }
+    if (err == SDD_OK && atomic_load(&r->failed) != 0) {
+        err = (sdd_err)atomic_load(&r->failed);
+    }
+    if (r->st != NULL) {
+        run_summarize(r, summary);
+    }
+    summary->status = err;
+    if (err != SDD_OK) {
+        snprintf(summary->reason, sizeof(summary->reason), "%s",
+                 r->reason[0] ? r->reason : sdd_strerror(err));
+    }
+    teardown(r);
+    free(r);
+    return err;
+}

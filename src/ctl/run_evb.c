@@ -1,0 +1,410 @@
+/* The event-builder stages of a run. ru k and bu k (in the order of the topology) form
+ * event-builder node k (sddaq/evb.h), as in LSEB where every node is a readout unit and a
+ * builder unit; extra ru or bu stages make nodes of one role. Each node has one thread; all
+ * of them live in this process and are joined by the fabric as they would be across hosts.
+ * A BU's built events become pooled items for the next stage. */
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/log.h"
+
+#define LOG "run"
+
+/* Run length of a run that ends by time or by hand: far beyond any real run, small enough that
+ * each BU's bitmap of built bulks (one bit per bulk) stays at most 32 MiB of lazily mapped
+ * zeroes. */
+static uint64_t open_ended_events(uint32_t bulk)
+{
+    uint64_t by_bitmap = (uint64_t)bulk << 28;
+    return by_bitmap < (1ull << 34) ? by_bitmap : 1ull << 34;
+}
+
+static bool linked(const sdd_config *cfg, const char *from, const char *to)
+{
+    for (size_t i = 0; i < cfg->n_links; i++) {
+        if (strcmp(cfg->links[i].from, from) == 0 && strcmp(cfg->links[i].to, to) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The one source stage linked into ru, or NULL (logged). */
+static const struct sdd_cfg_stage *source_of(const sdd_config *cfg, const struct sdd_cfg_stage *ru)
+{
+    const struct sdd_cfg_stage *src = NULL;
+    for (size_t i = 0; i < cfg->n_links; i++) {
+        if (strcmp(cfg->links[i].to, ru->name) != 0) {
+            continue;
+        }
+        long s = sdd_config_find_stage(cfg, cfg->links[i].from);
+        if (s < 0 || cfg->stages[s].type != SDD_STAGE_SOURCE || src != NULL) {
+            SDD_ERROR(LOG, "%s: an ru takes exactly one source (an ru is one event-builder source)",
+                      ru->name);
+            return NULL;
+        }
+        src = &cfg->stages[s];
+    }
+    if (src == NULL) {
+        SDD_ERROR(LOG, "%s: no source linked to this ru", ru->name);
+    }
+    return src;
+}
+
+static bool same_fragments(const struct sdd_cfg_source *a, const struct sdd_cfg_source *b)
+{
+    return a->kind == b->kind && a->rate == b->rate && a->fragment.dist == b->fragment.dist &&
+           a->fragment.size == b->fragment.size && a->fragment.min == b->fragment.min &&
+           a->fragment.max == b->fragment.max && a->fragment.sigma == b->fragment.sigma;
+}
+
+static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t nru,
+                          struct run_stage **bus, uint32_t nbu)
+{
+    const sdd_config *cfg = r->cfg;
+    if (nru == 0 || nbu == 0) {
+        SDD_ERROR(LOG, "`sddaq run` needs an event builder (ru and bu stages) for now");
+        return SDD_ENOTSUP;
+    }
+    const struct sdd_cfg_stage *first_ru = rus[0]->cfg, *first_src = NULL;
+    for (uint32_t i = 0; i < nru + nbu; i++) {
+        const struct sdd_cfg_stage *a = i < nru ? rus[i]->cfg : bus[i - nru]->cfg;
+        if (memcmp(&a->evb, &first_ru->evb, sizeof(a->evb)) != 0) {
+            SDD_ERROR(LOG, "%s: bulk_size, credits, heartbeat_ms and timeout_ms must be the same "
+                           "in every ru and bu (as in %s)", a->name, first_ru->name);
+            return SDD_EINVAL;
+        }
+    }
+    for (uint32_t i = 0; i < nru; i++) {
+        const struct sdd_cfg_stage *a = rus[i]->cfg;
+        for (uint32_t j = 0; j < nbu; j++) {
+            const struct sdd_cfg_stage *b = bus[j]->cfg;
+            if (!linked(cfg, a->name, b->name)) {
+                SDD_ERROR(LOG, "%s: every ru sends to every bu (event building, LSEB model); "
+                               "link %s -> %s is missing", a->name, a->name, b->name);
+                return SDD_ENOTSUP;
+            }
+        }
+        const struct sdd_cfg_stage *src = source_of(cfg, a);
+        if (src == NULL) {
+            return SDD_ENOTSUP;
+        }
+        if (src->source.kind != SDD_SRC_EVB_EMU && src->source.kind != SDD_SRC_HOUGH_EMU) {
+            SDD_ERROR(LOG, "%s: sources of kind '%s' are not run by `sddaq run` yet (evb-emu "
+                           "and hough-emu are)", src->name, sdd_source_kind_name(src->source.kind));
+            return SDD_ENOTSUP;
+        }
+        if (src->source.streams != 1) {
+            SDD_ERROR(LOG, "%s: streams must be 1 for a source feeding an ru (the ru is one "
+                           "event-builder source; add ru stages for more)", src->name);
+            return SDD_EINVAL;
+        }
+        if (first_src != NULL && !same_fragments(&src->source, &first_src->source)) {
+            SDD_ERROR(LOG, "%s: the sources of one event builder must agree on kind, rate and "
+                           "fragment sizes (as %s)", src->name, first_src->name);
+            return SDD_EINVAL;
+        }
+        first_src = src;
+    }
+    return SDD_OK;
+}
+
+static void on_event(const struct sdd_evb_event *ev, void *arg)
+{
+    struct run_stage *s = arg;
+    struct sdd_run *r = s->run;
+    struct run_item *it;
+    /* No free buffer: the stages behind are slower than building. Wait; the BU returns no
+     * credits meanwhile, which slows the RUs down. */
+    while ((it = sdd_pool_get(r->items)) == NULL) {
+        if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
+            sdd_metric_add(s->m.dropped, 1);
+            return;
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    long n = sdd_evb_event_serialize(ev, it->data, r->item_bytes);
+    if (n < 0) {
+        /* Cannot happen with item_bytes sized from the largest fragment; counted if it does. */
+        sdd_pool_put(r->items, it);
+        sdd_metric_add(s->m.dropped, 1);
+        sdd_metric_add(s->m.errors, 1);
+        return;
+    }
+    it->id = ev->event_id;
+    it->flags = ev->flags;
+    it->built_ns = sdd_now_ns();
+    it->bytes = (uint32_t)n;
+    it->ntracks = 0;
+    it->kept = 1;
+    sdd_metric_add(s->m.events_out, 1);
+    sdd_metric_add(s->m.bytes_out, (uint64_t)n);
+    run_emit(s, it, true);
+}
+
+/* Move what the node counted since the last call into its stages' counters. */
+static void publish_evb(struct run_evb_node *e)
+{
+    struct sdd_evb_stats now;
+    sdd_evb_node_stats(e->n, &now);
+    struct sdd_evb_stats *was = &e->last;
+    if (e->ru != NULL) {
+        struct run_stage *s = e->ru;
+        sdd_metric_add(s->m.events_out, now.events_generated - was->events_generated);
+        sdd_metric_add(s->m.bytes_out, now.bytes_sent - was->bytes_sent);
+        atomic_store(&s->generated, now.events_generated);
+    }
+    if (e->bu != NULL) {
+        struct run_stage *s = e->bu;
+        sdd_metric_add(s->m.events_in, now.events_built - was->events_built);
+        sdd_metric_add(s->m.bytes_in, now.bytes_built - was->bytes_built);
+        sdd_metric_add(s->m.errors, now.frags_corrupt - was->frags_corrupt);
+        atomic_store(&s->built, now.events_built);
+        atomic_store(&s->complete, now.events_complete);
+        atomic_store(&s->incomplete, now.events_incomplete);
+        atomic_store(&s->corrupt, now.events_corrupt);
+        atomic_store(&s->bytes_built, now.bytes_built);
+    }
+    *was = now;
+}
+
+static void node_finished(struct run_evb_node *e)
+{
+    if (!e->held) {
+        e->held = true; /* finished or failed: never generates again */
+        atomic_store(&e->generated_bulks, sdd_evb_node_generated(e->n));
+        atomic_fetch_add(&e->run->evb_held, 1);
+    }
+    if (e->ru != NULL) {
+        atomic_store(&e->ru->live, 0);
+    }
+    if (e->bu != NULL) {
+        atomic_store(&e->bu->live, 0);
+        run_stage_finished(e->bu);
+    }
+}
+
+static void *node_thread(void *arg)
+{
+    struct run_evb_node *e = arg;
+    struct sdd_run *r = e->run;
+    struct run_stage *s = e->ru != NULL ? e->ru : e->bu; /* named in failures */
+    const char *hosts[SDD_EVB_MAX_NODES];
+    uint16_t ports[SDD_EVB_MAX_NODES];
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        hosts[i] = "127.0.0.1";
+        ports[i] = sdd_evb_node_port(r->evb[i].n);
+    }
+    sdd_err rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
+    atomic_fetch_add(&r->evb_ready, 1);
+    if (rc != SDD_OK) {
+        run_fail(r, s, rc, "could not connect the event builder");
+    }
+    while (rc == SDD_OK && atomic_load(&r->phase) == RUN_PHASE_SETUP) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    int phase;
+    while (rc == SDD_OK && (phase = atomic_load(&r->phase)) != RUN_PHASE_ABORT) {
+        int p = sdd_evb_node_poll(e->n, 1);
+        if (p < 0) {
+            run_fail(r, s, (sdd_err)p, "event builder failed");
+            break;
+        }
+        if (phase >= RUN_PHASE_HOLD && !e->held) {
+            sdd_evb_node_hold(e->n);
+            atomic_store(&e->generated_bulks, sdd_evb_node_generated(e->n));
+            e->held = true;
+            atomic_fetch_add(&r->evb_held, 1);
+        }
+        if (phase == RUN_PHASE_END && !e->ended) {
+            sdd_err err = sdd_evb_node_end(e->n, atomic_load(&r->end_bulks));
+            e->ended = true;
+            if (err != SDD_OK) {
+                run_fail(r, s, err, "could not end the event builder's run");
+                break;
+            }
+        }
+        uint64_t now = sdd_now_ns();
+        if (now >= e->pub_ns) {
+            publish_evb(e);
+            e->pub_ns = now + 100000000ull;
+        }
+        if (p == 0) {
+            break; /* this node's part of the run is done */
+        }
+    }
+    publish_evb(e);
+    node_finished(e);
+    return NULL;
+}
+
+/* The evb's options shared by every node, from the stages and the first source. */
+static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t nru,
+                           uint32_t nbu)
+{
+    const sdd_config *cfg = r->cfg;
+    struct sdd_evb_opts *o = &r->evb_opts;
+    sdd_evb_opts_default(o);
+    o->provider = cfg->fabric.provider == SDD_CFG_PROV_AUTO
+                      ? NULL
+                      : sdd_cfg_provider_name(cfg->fabric.provider);
+    o->host = "127.0.0.1";
+    r->nevb = nru > nbu ? nru : nbu;
+    o->nnodes = r->nevb;
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        o->roles[i] = (uint8_t)((i < nru ? SDD_EVB_ROLE_RU : 0) | (i < nbu ? SDD_EVB_ROLE_BU : 0));
+    }
+    const struct sdd_cfg_evb *ec = &rus[0]->cfg->evb;
+    o->bulk = ec->bulk_size;
+    o->credits = ec->credits;
+    o->hb_ms = ec->heartbeat_ms;
+    o->event_timeout_ms = ec->timeout_ms;
+    o->dead_ms = o->hb_ms * 20 > 2000 ? o->hb_ms * 20 : 2000;
+    const struct sdd_cfg_stage *src = source_of(cfg, rus[0]->cfg);
+    o->rate = src->source.rate;
+    o->src.seed = src->source.seed;
+    r->events = cfg->run.events > 0 ? cfg->run.events : open_ended_events(o->bulk);
+    if (r->o.events > 0) {
+        r->events = r->o.events;
+    }
+    o->events = r->events;
+    uint32_t max_payload = 1;
+    if (src->source.kind == SDD_SRC_HOUGH_EMU) {
+        /* Every RU's slots are sized alike: for the largest stub block of any source. */
+        for (uint32_t i = 0; i < nru; i++) {
+            sdd_err err = run_hough_feed_create(&source_of(cfg, rus[i]->cfg)->source, i, nru, 0,
+                                                &r->evb[i].feed);
+            if (err != SDD_OK) {
+                SDD_ERROR(LOG, "%s: cannot create the hough-emu feed: %s", rus[i]->cfg->name,
+                          sdd_strerror(err));
+                return err;
+            }
+            uint32_t m = run_hough_feed_max_payload(r->evb[i].feed);
+            max_payload = m > max_payload ? m : max_payload;
+        }
+        o->src.dist = SDD_EVB_SIZE_FIXED;
+        o->src.mean = max_payload;
+        o->verify = SDD_EVB_VERIFY_HEADER; /* stub blocks carry no sddaq test pattern */
+    } else {
+        const struct sdd_cfg_fragment *f = &src->source.fragment;
+        if (f->size > (1u << 26) || f->max > (1u << 26)) {
+            SDD_ERROR(LOG, "%s: fragments over 64 MiB", src->name);
+            return SDD_EINVAL;
+        }
+        o->src.dist = f->dist == SDD_FRAG_FIXED     ? SDD_EVB_SIZE_FIXED
+                      : f->dist == SDD_FRAG_UNIFORM ? SDD_EVB_SIZE_UNIFORM
+                                                    : SDD_EVB_SIZE_LOGNORMAL;
+        o->src.mean = (uint32_t)f->size;
+        o->src.min = (uint32_t)f->min;
+        o->src.max = (uint32_t)f->max;
+        o->src.sigma = f->sigma;
+        max_payload = o->src.dist == SDD_EVB_SIZE_FIXED ? o->src.mean
+                      : o->src.max != 0                  ? o->src.max
+                                                         : 4 * o->src.mean;
+    }
+    size_t frag = (sizeof(struct sdd_evb_frag_hdr) + (size_t)max_payload + SDD_EVB_ALIGN - 1) &
+                  ~(size_t)(SDD_EVB_ALIGN - 1);
+    r->item_bytes = sizeof(struct sdd_evb_event_hdr) + (nru + 63) / 64 * 8 +
+                    nru * (sizeof(struct sdd_evb_event_entry) + frag);
+    return SDD_OK;
+}
+
+sdd_err run_evb_setup(struct sdd_run *r)
+{
+    struct run_stage *rus[SDD_EVB_MAX_NODES], *bus[SDD_EVB_MAX_NODES];
+    uint32_t nru = 0, nbu = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        if (s->cfg->type != SDD_STAGE_RU && s->cfg->type != SDD_STAGE_BU) {
+            continue;
+        }
+        if ((s->cfg->type == SDD_STAGE_RU ? nru : nbu) == SDD_EVB_MAX_NODES) {
+            SDD_ERROR(LOG, "%s: at most %d ru and %d bu stages", s->cfg->name, SDD_EVB_MAX_NODES,
+                      SDD_EVB_MAX_NODES);
+            return SDD_ENOTSUP;
+        }
+        if (s->cfg->type == SDD_STAGE_RU) {
+            rus[nru++] = s;
+        } else {
+            bus[nbu++] = s;
+        }
+    }
+    sdd_err err = check_shape(r, rus, nru, bus, nbu);
+    if (err == SDD_OK) {
+        err = common_opts(r, rus, nru, nbu);
+    }
+    for (uint32_t i = 0; err == SDD_OK && i < r->nevb; i++) {
+        struct run_evb_node *e = &r->evb[i];
+        e->run = r;
+        e->index = i;
+        e->ru = i < nru ? rus[i] : NULL;
+        e->bu = i < nbu ? bus[i] : NULL;
+        struct sdd_evb_opts no = r->evb_opts;
+        no.node = i;
+        if (e->feed != NULL) {
+            no.feed = run_hough_feed_bind(e->feed);
+        }
+        if (e->bu != NULL) {
+            no.on_event = on_event;
+            no.on_event_arg = e->bu;
+            e->bu->evb = e;
+        }
+        if (e->ru != NULL) {
+            e->ru->evb = e;
+        }
+        err = sdd_evb_node_create(&no, &e->n);
+        if (err != SDD_OK) {
+            SDD_ERROR(LOG, "%s: cannot create the event-builder node: %s",
+                      (e->ru ? e->ru : e->bu)->cfg->name, sdd_strerror(err));
+        }
+    }
+    return err;
+}
+
+sdd_err run_evb_start(struct sdd_run *r)
+{
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        struct run_evb_node *e = &r->evb[i];
+        if (e->ru) {
+            atomic_store(&e->ru->live, 1);
+        }
+        if (e->bu) {
+            atomic_store(&e->bu->live, 1);
+        }
+        if (pthread_create(&e->th, NULL, node_thread, e) != 0) {
+            node_finished(e);
+            atomic_fetch_add(&r->evb_ready, 1);
+            return SDD_ENOMEM;
+        }
+        e->started = true;
+    }
+    return SDD_OK;
+}
+
+void run_evb_join(struct sdd_run *r)
+{
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        if (r->evb[i].started) {
+            pthread_join(r->evb[i].th, NULL);
+            r->evb[i].started = false;
+        }
+    }
+}
+
+void run_evb_destroy(struct sdd_run *r)
+{
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        struct run_evb_node *e = &r->evb[i];
+        sdd_evb_node_destroy(e->n);
+        e->n = NULL;
+        run_hough_feed_destroy(e->feed);
+        e->feed = NULL;
+    }
+}

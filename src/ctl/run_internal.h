@@ -1,0 +1,163 @@
+/* Runtime internals shared by run.c (setup, run control, the stop sequence), run_evb.c (RU and
+ * BU stages), run_stages.c (process, writer and feedback stages) and run_report.c (progress,
+ * metrics, summary). Never installed. */
+#ifndef SDDAQ_RUN_INTERNAL_H
+#define SDDAQ_RUN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "run_hough_feed.h"
+#include "sddaq/config.h"
+#include "sddaq/ctl.h"
+#include "sddaq/evb.h"
+#include "sddaq/hist.h"
+#include "sddaq/metrics.h"
+#include "sddaq/pool.h"
+#include "sddaq/ring.h"
+#include "sddaq/rmem.h"
+#include "sddaq/run.h"
+#include "sddaq/store.h"
+
+#define RUN_MAX_OUT     16 /* downstream stages of one stage */
+#define RUN_MAX_THREADS 64 /* worker threads of one process stage */
+
+/* One built event travelling between the stages of this node, in a pooled buffer. Every
+ * stage it is queued to holds one reference; the last release puts it back in the pool. */
+struct run_item {
+    _Atomic uint32_t refs;
+    uint32_t flags; /* SDD_EVB_EV_* */
+    uint64_t id;
+    uint64_t built_ns;
+    uint32_t bytes;   /* serialized built event in data[] */
+    uint32_t ntracks; /* set by a hough stage */
+    uint32_t kept;    /* 1 unless a process stage rejected it */
+    uint32_t pad;
+    uint8_t data[];   /* sdd_evb_event_serialize() layout */
+};
+
+/* A worker's latency histogram, copied out under a lock now and then so the monitor can read
+ * it while the worker goes on. */
+struct run_lat {
+    sdd_hist own;      /* the worker's, unlocked */
+    sdd_hist shared;   /* last copy, under lock */
+    uint64_t next_ns;  /* next copy due */
+    pthread_mutex_t lock;
+};
+
+struct sdd_run;
+
+struct run_stage {
+    struct sdd_run *run;
+    const struct sdd_cfg_stage *cfg;
+    size_t idx;
+    struct sdd_stage_metrics m; /* the stage's counters (the one place they are kept) */
+    /* input: a ring of struct run_item pointers (process, writer, feedback) */
+    sdd_mpmc *in;
+    _Atomic int producers; /* upstream stages still running; 0 + empty ring = input ended */
+    struct run_stage *out[RUN_MAX_OUT];
+    size_t nout;
+    /* threads */
+    pthread_t th[RUN_MAX_THREADS];
+    unsigned nthreads, started;
+    _Atomic unsigned live; /* threads not yet finished */
+    _Atomic bool finished; /* run_stage_finished() done: downstream stages were told */
+    struct run_lat lat[RUN_MAX_THREADS];
+    /* ru, bu: the event-builder node the stage is part of */
+    struct run_evb_node *evb;
+    _Atomic uint64_t built, complete, incomplete, corrupt, generated, bytes_built; /* copies */
+    uint64_t evb_pub_ns;
+    /* process */
+    _Atomic uint64_t kept, rejected, tracks;
+    /* writer */
+    sdd_store *store;
+    char path[SDD_CFG_PATH_MAX + 256]; /* writer path with the run number */
+    struct sdd_store_summary store_sum;
+    /* feedback */
+    sdd_ksb *ksb;
+    struct sdd_run_feedback fb;
+    char detail[SDD_CFG_PATH_MAX + 320];
+    /* failure */
+    _Atomic int err;
+};
+
+/* One event-builder node: ru k and bu k of the topology together (LSEB: every node is a readout
+ * unit and a builder unit; the RU hands bulks for its own BU over by pointer). */
+struct run_evb_node {
+    struct sdd_run *run;
+    uint32_t index;
+    sdd_evb_node *n;
+    struct run_stage *ru, *bu; /* either may be NULL */
+    struct run_hough_feed *feed;
+    pthread_t th;
+    bool started;
+    bool held, ended; /* stop sequence steps done (node thread only) */
+    _Atomic uint64_t generated_bulks;
+    struct sdd_evb_stats last; /* node thread: what went into the counters already */
+    uint64_t pub_ns;
+};
+
+enum run_phase { RUN_PHASE_SETUP = 0, RUN_PHASE_GO, RUN_PHASE_HOLD, RUN_PHASE_END, RUN_PHASE_ABORT };
+
+struct sdd_run {
+    const sdd_config *cfg;
+    struct sdd_run_opts o;
+    struct run_stage *st; /* cfg->n_stages */
+    size_t n;
+    /* event builder */
+    struct run_evb_node evb[SDD_EVB_MAX_NODES];
+    uint32_t nevb;
+    struct sdd_evb_opts evb_opts;
+    uint64_t events; /* the event builder's run length (an upper bound for timed runs) */
+    _Atomic int phase;
+    _Atomic unsigned evb_ready, evb_held;
+    _Atomic uint64_t end_bulks;
+    /* events between stages */
+    sdd_pool *items;
+    size_t item_bytes; /* largest serialized event */
+    uint64_t run_number;
+    /* control */
+    sdd_runctl *rc;
+    sdd_metrics *metrics;
+    sdd_http *http;
+    _Atomic int stop_req; /* HTTP "stopped" */
+    _Atomic int failed;
+    char reason[256];
+    pthread_mutex_t reason_lock;
+    uint64_t t_start_ns, t_end_ns;
+};
+
+/* run.c */
+void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const char *why);
+bool run_stopping(const struct sdd_run *r);
+
+/* run_evb.c */
+sdd_err run_evb_setup(struct sdd_run *r);
+sdd_err run_evb_start(struct sdd_run *r);
+void run_evb_join(struct sdd_run *r);
+void run_evb_destroy(struct sdd_run *r);
+
+/* run_stages.c */
+sdd_err run_stages_setup(struct sdd_run *r);
+sdd_err run_stages_start(struct sdd_run *r);
+void run_stages_close(struct sdd_run *r);
+/* Hand item to every downstream stage of s that should get it (kept: all; rejected: only
+ * feedback stages), or release it when none; waits while a ring is full. */
+void run_emit(struct run_stage *s, struct run_item *it, bool kept);
+void run_item_release(struct sdd_run *r, struct run_item *it);
+/* Stage s's threads are all done (or never ran): tell its downstream stages. Idempotent. */
+void run_stage_finished(struct run_stage *s);
+void run_lat_init(struct run_lat *l);
+void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now);
+void run_lat_flush(struct run_lat *l);
+
+/* run_report.c */
+sdd_err run_metrics_setup(struct sdd_run *r);
+/* Queue depths and latency summaries into the metrics (the monitor, every second). */
+void run_metrics_tick(struct sdd_run *r);
+void run_progress(struct sdd_run *r, FILE *f, double t);
+void run_summarize(struct sdd_run *r, struct sdd_run_summary *out);
+
+#endif

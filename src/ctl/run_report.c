@@ -1,0 +1,256 @@
+/* What a run tells its user: Prometheus metrics while it runs, a progress line every second and
+ * the closing summary with the accounting of every event. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_internal.h"
+#include "sddaq/clock.h"
+
+sdd_err run_metrics_setup(struct sdd_run *r)
+{
+    sdd_err err = sdd_runctl_register_metrics(r->rc, r->metrics);
+    for (size_t i = 0; i < r->n && err == SDD_OK; i++) {
+        struct run_stage *s = &r->st[i];
+        err = sdd_stage_metrics_register(r->metrics, sdd_stage_type_name(s->cfg->type),
+                                         s->cfg->name, s->cfg->node, &s->m);
+    }
+    return err;
+}
+
+/* Merged latency of a stage's workers (their last published copies). */
+static void stage_latency(struct run_stage *s, sdd_hist *out)
+{
+    sdd_hist_init(out);
+    for (unsigned t = 0; t < s->nthreads && t < RUN_MAX_THREADS; t++) {
+        pthread_mutex_lock(&s->lat[t].lock);
+        sdd_hist_merge(out, &s->lat[t].shared);
+        pthread_mutex_unlock(&s->lat[t].lock);
+    }
+}
+
+void run_metrics_tick(struct sdd_run *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        if (s->in != NULL) {
+            sdd_metric_set(s->m.queue_depth, (double)sdd_mpmc_count(s->in));
+        }
+        if (s->cfg->type == SDD_STAGE_PROCESS || s->cfg->type == SDD_STAGE_WRITER ||
+            s->cfg->type == SDD_STAGE_FEEDBACK) {
+            sdd_hist h;
+            stage_latency(s, &h);
+            sdd_metric_publish(s->m.latency, &h);
+        }
+    }
+}
+
+struct totals {
+    uint64_t generated, built, complete, incomplete, corrupt, kept, rejected, written, dropped;
+    uint64_t bytes_built;
+};
+
+static void add_totals(struct sdd_run *r, struct totals *t)
+{
+    memset(t, 0, sizeof(*t));
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        switch (s->cfg->type) {
+        case SDD_STAGE_RU: {
+            uint64_t g = atomic_load(&s->generated);
+            t->generated = g > t->generated ? g : t->generated; /* every RU makes every event */
+            break;
+        }
+        case SDD_STAGE_BU:
+            t->built += atomic_load(&s->built);
+            t->complete += atomic_load(&s->complete);
+            t->incomplete += atomic_load(&s->incomplete);
+            t->corrupt += atomic_load(&s->corrupt);
+            t->bytes_built += atomic_load(&s->bytes_built);
+            break;
+        case SDD_STAGE_PROCESS:
+            t->kept += atomic_load(&s->kept);
+            t->rejected += atomic_load(&s->rejected);
+            break;
+        case SDD_STAGE_WRITER:
+            t->written += sdd_metric_counter_value(s->m.events_out);
+            break;
+        default:
+            break;
+        }
+        t->dropped += sdd_metric_counter_value(s->m.dropped);
+    }
+}
+
+static const char *si(double v, char *buf, size_t len)
+{
+    const char *unit = "";
+    if (v >= 1e9) {
+        v /= 1e9, unit = "G";
+    } else if (v >= 1e6) {
+        v /= 1e6, unit = "M";
+    } else if (v >= 1e3) {
+        v /= 1e3, unit = "k";
+    }
+    snprintf(buf, len, "%.*f%s", v < 10 && unit[0] ? 2 : (unit[0] ? 1 : 0), v, unit);
+    return buf;
+}
+
+void run_progress(struct sdd_run *r, FILE *f, double t)
+{
+    static __thread uint64_t last_built;
+    static __thread double last_t;
+    struct totals tt;
+    add_totals(r, &tt);
+    double dt = t - last_t > 0 ? t - last_t : 1;
+    double rate = (double)(tt.built - last_built) / dt;
+    last_built = tt.built;
+    last_t = t;
+    char a[32], b[32], c[32];
+    fprintf(f, "\r[%6.1f s] built %s (%s/s)  incomplete %" PRIu64 "  kept %s  written %s  "
+               "drops %" PRIu64,
+            t, si((double)tt.built, a, sizeof(a)), si(rate, b, sizeof(b)), tt.incomplete,
+            si((double)tt.kept, c, sizeof(c)), si((double)tt.written, a, sizeof(a)), tt.dropped);
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        if (s->cfg->type != SDD_STAGE_PROCESS && s->cfg->type != SDD_STAGE_WRITER) {
+            continue;
+        }
+        sdd_hist h;
+        stage_latency(s, &h);
+        if (sdd_hist_count(&h) > 0) {
+            fprintf(f, "  %s p99 %.0f us", s->cfg->name, (double)sdd_hist_quantile(&h, 0.99) / 1e3);
+        }
+    }
+    fprintf(f, "   ");
+    fflush(f);
+}
+
+void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
+{
+    struct totals t;
+    add_totals(r, &t);
+    out->seconds = r->t_end_ns > r->t_start_ns ? (double)(r->t_end_ns - r->t_start_ns) * 1e-9 : 0;
+    out->run_number = r->run_number;
+    out->generated = t.generated;
+    out->built = t.built;
+    out->complete = t.complete;
+    out->incomplete = t.incomplete;
+    out->corrupt = t.corrupt;
+    out->kept = t.kept;
+    out->rejected = t.rejected;
+    out->written = t.written;
+    out->dropped = t.dropped;
+    out->bytes_built = t.bytes_built;
+    out->stages = calloc(r->n, sizeof(*out->stages));
+    if (out->stages == NULL) {
+        return;
+    }
+    out->nstages = r->n;
+    bool writers_whole = true, has_process = false;
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        struct sdd_run_stage_summary *ss = &out->stages[i];
+        snprintf(ss->name, sizeof(ss->name), "%s", s->cfg->name);
+        ss->type = s->cfg->type;
+        ss->events_in = sdd_metric_counter_value(s->m.events_in);
+        ss->events_out = sdd_metric_counter_value(s->m.events_out);
+        ss->bytes_in = sdd_metric_counter_value(s->m.bytes_in);
+        ss->bytes_out = sdd_metric_counter_value(s->m.bytes_out);
+        ss->dropped = sdd_metric_counter_value(s->m.dropped);
+        ss->errors = sdd_metric_counter_value(s->m.errors);
+        sdd_hist h;
+        stage_latency(s, &h);
+        ss->lat_count = sdd_hist_count(&h);
+        ss->lat_p50_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.5) : 0;
+        ss->lat_p99_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.99) : 0;
+        snprintf(ss->detail, sizeof(ss->detail), "%s", s->detail);
+        has_process |= s->cfg->type == SDD_STAGE_PROCESS;
+        if (s->cfg->type == SDD_STAGE_WRITER) {
+            /* A writer gets every event its upstream stages passed on. */
+            uint64_t expected = 0;
+            for (size_t j = 0; j < r->n; j++) {
+                for (size_t k = 0; k < r->st[j].nout; k++) {
+                    if (r->st[j].out[k] == s) {
+                        expected += sdd_metric_counter_value(r->st[j].m.events_out);
+                    }
+                }
+            }
+            writers_whole &= ss->events_out + ss->dropped == expected;
+        }
+    }
+    uint64_t decided = has_process ? t.kept + t.rejected : t.built;
+    out->accounted = t.generated > 0 && t.generated == t.built && decided + t.dropped == t.built &&
+                     writers_whole;
+}
+
+void sdd_run_summary_fini(struct sdd_run_summary *s)
+{
+    free(s->stages);
+    s->stages = NULL;
+    s->nstages = 0;
+}
+
+static void print_json(FILE *f, const struct sdd_run_summary *s)
+{
+    fprintf(f,
+            "{\"status\":\"%s\",\"reason\":\"%s\",\"seconds\":%.3f,\"run_number\":%" PRIu64
+            ",\"generated\":%" PRIu64 ",\"built\":%" PRIu64 ",\"complete\":%" PRIu64
+            ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"kept\":%" PRIu64
+            ",\"rejected\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":%" PRIu64
+            ",\"bytes_built\":%" PRIu64 ",\"events_per_s\":%.1f,\"accounted\":%s,\"stages\":[",
+            sdd_errname(s->status), s->reason, s->seconds, s->run_number, s->generated, s->built,
+            s->complete, s->incomplete, s->corrupt, s->kept, s->rejected, s->written, s->dropped,
+            s->bytes_built, s->seconds > 0 ? (double)s->built / s->seconds : 0.0,
+            s->accounted ? "true" : "false");
+    for (size_t i = 0; i < s->nstages; i++) {
+        const struct sdd_run_stage_summary *g = &s->stages[i];
+        fprintf(f,
+                "%s{\"name\":\"%s\",\"type\":\"%s\",\"events_in\":%" PRIu64
+                ",\"events_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
+                ",\"dropped\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"latency_p50_us\":%.1f,"
+                "\"latency_p99_us\":%.1f,\"detail\":\"%s\"}",
+                i ? "," : "", g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
+                g->bytes_in, g->bytes_out, g->dropped, g->errors, (double)g->lat_p50_ns / 1e3,
+                (double)g->lat_p99_ns / 1e3, g->detail);
+    }
+    fprintf(f, "]}\n");
+}
+
+void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
+{
+    if (json) {
+        print_json(f, s);
+        return;
+    }
+    double sec = s->seconds > 0 ? s->seconds : 1;
+    fprintf(f, "run %" PRIu64 ": %s after %.2f s%s%s\n", s->run_number,
+            s->status == SDD_OK ? "ended" : "FAILED", s->seconds, s->reason[0] ? ": " : "",
+            s->reason);
+    fprintf(f, "  events   %" PRIu64 " generated, %" PRIu64 " built (%" PRIu64 " complete, %" PRIu64
+               " incomplete, %" PRIu64 " corrupt), %.0f events/s, %.3f Gb/s built\n",
+            s->generated, s->built, s->complete, s->incomplete, s->corrupt,
+            (double)s->built / sec, (double)s->bytes_built * 8 / sec / 1e9);
+    fprintf(f, "  trigger  %" PRIu64 " kept, %" PRIu64 " rejected; %" PRIu64
+               " written; %" PRIu64 " dropped\n",
+            s->kept, s->rejected, s->written, s->dropped);
+    fprintf(f, "  %-12s %-9s %12s %12s %10s %8s %8s %11s %11s  %s\n", "stage", "type", "in",
+            "out", "MB out", "dropped", "errors", "p50 age us", "p99 age us", "output");
+    for (size_t i = 0; i < s->nstages; i++) {
+        const struct sdd_run_stage_summary *g = &s->stages[i];
+        char p50[24] = "-", p99[24] = "-";
+        if (g->lat_count > 0) {
+            snprintf(p50, sizeof(p50), "%.1f", (double)g->lat_p50_ns / 1e3);
+            snprintf(p99, sizeof(p99), "%.1f", (double)g->lat_p99_ns / 1e3);
+        }
+        fprintf(f,
+                "  %-12s %-9s %12" PRIu64 " %12" PRIu64 " %10.1f %8" PRIu64 " %8" PRIu64
+                " %11s %11s  %s\n",
+                g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
+                (double)g->bytes_out / 1e6, g->dropped, g->errors, p50, p99, g->detail);
+    }
+    fprintf(f, "  accounting: %" PRIu64 " generated = %" PRIu64 " built = %" PRIu64 " kept + %" PRIu64
+               " rejected + %" PRIu64 " dropped: %s\n",
+            s->generated, s->built, s->kept, s->rejected, s->dropped,
+            s->accounted ? "every event accounted for" : "MISMATCH");
+}
