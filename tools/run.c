@@ -119,15 +119,15 @@ int cmd_run(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     o.stop = &stop_flag;
+    o.announce = stderr;
     struct sdd_run_summary s;
     sdd_err err = sdd_run_execute(cfg, &o, &s);
-    if (err == SDD_ENOTSUP || err == SDD_EINVAL) {
-        if (s.nstages == 0) {
-            fprintf(stderr, "sddaq run: %s cannot be run (see above)\n", cfg->file);
-            sdd_run_summary_fini(&s);
-            sdd_config_destroy(cfg);
-            return 2;
-        }
+    if (!s.ran) {
+        /* Refused or not set up: the log said why; nothing ran, so there is nothing to sum. */
+        fprintf(stderr, "sddaq run: %s: %s\n", cfg->file, s.reason);
+        sdd_run_summary_fini(&s);
+        sdd_config_destroy(cfg);
+        return err == SDD_ENOTSUP || err == SDD_EINVAL ? 2 : 1;
     }
     sdd_run_summary_print(stdout, &s, json);
     int rc = err == SDD_OK && s.accounted ? 0 : 1;

@@ -53,6 +53,8 @@ struct sdd_run_opts {
     bool http;             /* serve the node's control port (metrics, state, transitions) */
     bool wait_for_start;   /* stay `configured` until POST /api/transition {"to":"running"} */
     volatile sig_atomic_t *stop; /* set (e.g. from SIGINT) to end the run early, cleanly */
+    FILE *announce;        /* when set, one line here once configured: run number, control
+                              address, output files */
 };
 
 SDD_API void sdd_run_opts_default(struct sdd_run_opts *o);
@@ -68,17 +70,21 @@ struct sdd_run_stage_summary {
 
 struct sdd_run_summary {
     sdd_err status;          /* SDD_OK, or what ended the run in error */
+    bool ran;                /* the stages were set up and started: false when the topology
+                                was refused or could not be set up (nothing else is filled) */
     char reason[256];        /* "stage: why" when status is not SDD_OK */
     double seconds;          /* running phase, start to the last stage drained */
     uint64_t run_number;
     uint64_t generated;      /* events the RUs generated (each RU generates every event) */
     uint64_t built, complete, incomplete, corrupt;
-    uint64_t kept, rejected; /* decisions of the process stages feeding writers */
+    uint64_t kept, rejected; /* decisions of the process stages fed by the builder units */
     uint64_t written;        /* records the writers accepted */
     uint64_t dropped;        /* counted drops anywhere */
     uint64_t bytes_built;    /* fragment bytes of the built events */
-    bool accounted;          /* generated == built and built == kept + rejected + dropped and
-                                every kept event reached each of its writers */
+    bool accounted;          /* generated == built; every built event a BU handed on was
+                                decided (kept, rejected or counted dropped) by the process
+                                stages fed by the BUs; every writer wrote, or counted as
+                                dropped, each event passed to it */
     size_t nstages;
     struct sdd_run_stage_summary *stages;
 };

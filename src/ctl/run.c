@@ -57,15 +57,18 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
         return sdd_runctl_transition_from(rc, st.state, to, reason); /* the monitor starts */
     }
     if (to == SDD_RUN_STOPPED && st.state == SDD_RUN_RUNNING) {
+        atomic_store(&r->http_waiting, 1);
         atomic_store(&r->stop_req, 1);
-        /* Answer once the run has drained, with the state it ended in. */
-        for (int i = 0; i < 600; i++) {
+        /* Answer once the run has drained, with the state it ended in; teardown keeps the
+         * server up until this answer is out. */
+        for (int i = 0; i < 6000; i++) {
             sdd_runctl_get(rc, &st);
             if (st.state != SDD_RUN_RUNNING) {
                 break;
             }
-            sleep_ms(100);
+            sleep_ms(10);
         }
+        atomic_store(&r->http_waiting, 0);
         snprintf(msg, len, "run stopped: every event in flight was built, decided and written");
         return st.state == SDD_RUN_STOPPED ? SDD_OK : SDD_EIO;
     }
@@ -143,11 +146,11 @@ static void monitor(struct sdd_run *r)
         if (stages_all_done(r)) {
             break;
         }
-        if (atomic_load(&r->failed) != 0 && atomic_load(&r->phase) < RUN_PHASE_ABORT) {
-            atomic_store(&r->phase, RUN_PHASE_ABORT); /* failing stages end the others */
-        }
+        /* A failure ends the run the orderly way: sources first, what is in flight drained
+         * (a broken writer counts its events as drops); the drain timeout below catches a
+         * failure that keeps the run from draining. */
         bool want = (duration > 0 && t >= duration) || (r->o.stop && *r->o.stop) ||
-                    atomic_load(&r->stop_req) != 0;
+                    atomic_load(&r->stop_req) != 0 || atomic_load(&r->failed) != 0;
         if (want && !stopping && !evb_all_done(r)) {
             stopping = true;
             stop_ns = now;
@@ -155,7 +158,9 @@ static void monitor(struct sdd_run *r)
         }
         if (stopping && now - stop_ns > DRAIN_TIMEOUT_NS &&
             atomic_load(&r->phase) != RUN_PHASE_ABORT) {
-            run_fail(r, NULL, SDD_ETIMEDOUT, "the run did not drain within 60 s of its stop");
+            if (atomic_load(&r->failed) == 0) {
+                run_fail(r, NULL, SDD_ETIMEDOUT, "the run did not drain within 60 s of its stop");
+            }
             atomic_store(&r->phase, RUN_PHASE_ABORT);
         }
     }
@@ -192,6 +197,26 @@ static bool wait_for_start(struct sdd_run *r)
         }
         sleep_ms(20);
     }
+}
+
+static void announce(const struct sdd_run *r)
+{
+    FILE *f = r->o.announce;
+    if (f == NULL) {
+        return;
+    }
+    fprintf(f, "sddaq run: %s run %" PRIu64 ", %zu stages, %u event-builder nodes",
+            r->cfg->run.name, r->run_number, r->n, r->nevb);
+    if (r->http != NULL) {
+        fprintf(f, ", control http://%s:%u", r->cfg->nodes[0].host, sdd_http_port(r->http));
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->st[i].cfg->type == SDD_STAGE_WRITER || r->st[i].cfg->type == SDD_STAGE_FEEDBACK) {
+            fprintf(f, ", %s: %s", r->st[i].cfg->name, r->st[i].detail);
+        }
+    }
+    fprintf(f, "%s\n", r->o.wait_for_start ? " (waiting for start)" : "");
+    fflush(f);
 }
 
 static sdd_err setup(struct sdd_run *r)
@@ -241,6 +266,10 @@ static sdd_err setup(struct sdd_run *r)
 
 static void teardown(struct sdd_run *r)
 {
+    for (int i = 0; i < 200 && atomic_load(&r->http_waiting); i++) {
+        sleep_ms(10); /* a stop request is being answered */
+    }
+    sleep_ms(r->http != NULL && atomic_load(&r->stop_req) ? 20 : 0);
     sdd_http_stop(r->http);
     run_stages_close(r);
     run_evb_destroy(r);
@@ -273,6 +302,7 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     sdd_err err = setup(r);
     if (err == SDD_OK) {
         sdd_runctl_transition(r->rc, SDD_RUN_CONFIGURED, "stages set up");
+        announce(r);
         err = run_stages_start(r); /* sinks and processing first: they wait for input */
     }
     if (err == SDD_OK) {
@@ -298,6 +328,7 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
         }
     } else {
         r->t_start_ns = sdd_now_ns();
+        summary->ran = true;
         atomic_store(&r->phase, RUN_PHASE_GO);
         monitor(r);
     }
@@ -309,11 +340,13 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     if (err == SDD_OK && atomic_load(&r->failed) != 0) {
         err = (sdd_err)atomic_load(&r->failed);
     }
-    if (r->st != NULL) {
+    if (r->st != NULL && summary->ran) {
         run_summarize(r, summary);
     }
     summary->status = err;
-    if (err != SDD_OK) {
+    if (err == SDD_OK && !started) {
+        snprintf(summary->reason, sizeof(summary->reason), "stopped before it was started");
+    } else if (err != SDD_OK) {
         snprintf(summary->reason, sizeof(summary->reason), "%s",
                  r->reason[0] ? r->reason : sdd_strerror(err));
     }

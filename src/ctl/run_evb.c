@@ -68,7 +68,15 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
 {
     const sdd_config *cfg = r->cfg;
     if (nru == 0 || nbu == 0) {
-        SDD_ERROR(LOG, "`sddaq run` needs an event builder (ru and bu stages) for now");
+        const char *first = "";
+        for (size_t i = 0; i < cfg->n_stages && first[0] == '\0'; i++) {
+            if (cfg->stages[i].type == SDD_STAGE_SOURCE) {
+                first = cfg->stages[i].name;
+            }
+        }
+        SDD_ERROR(LOG, "%s: `sddaq run` takes sources into an event builder (ru and bu "
+                       "stages) for now; this topology has %s", first,
+                  nru == 0 && nbu == 0 ? "neither" : nru == 0 ? "no ru" : "no bu");
         return SDD_ENOTSUP;
     }
     const struct sdd_cfg_stage *first_ru = rus[0]->cfg, *first_src = NULL;
@@ -269,6 +277,9 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     o->dead_ms = o->hb_ms * 20 > 2000 ? o->hb_ms * 20 : 2000;
     const struct sdd_cfg_stage *src = source_of(cfg, rus[0]->cfg);
     o->rate = src->source.rate;
+    /* Every fragment's header is checked, as in `sddaq evb bench`; payloads are the detector's
+     * business (stub blocks are checked by the trigger that reads them). */
+    o->verify = SDD_EVB_VERIFY_HEADER;
     o->src.seed = src->source.seed;
     r->events = cfg->run.events > 0 ? cfg->run.events : open_ended_events(o->bulk);
     if (r->o.events > 0) {
@@ -291,7 +302,6 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
         }
         o->src.dist = SDD_EVB_SIZE_FIXED;
         o->src.mean = max_payload;
-        o->verify = SDD_EVB_VERIFY_HEADER; /* stub blocks carry no sddaq test pattern */
     } else {
         const struct sdd_cfg_fragment *f = &src->source.fragment;
         if (f->size > (1u << 26) || f->max > (1u << 26)) {

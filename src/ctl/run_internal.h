@@ -59,6 +59,7 @@ struct run_stage {
     _Atomic int producers; /* upstream stages still running; 0 + empty ring = input ended */
     struct run_stage *out[RUN_MAX_OUT];
     size_t nout;
+    bool first_decision; /* a process stage fed by the builder units: its decisions count */
     /* threads */
     pthread_t th[RUN_MAX_THREADS];
     unsigned nthreads, started;
@@ -122,7 +123,8 @@ struct sdd_run {
     sdd_runctl *rc;
     sdd_metrics *metrics;
     sdd_http *http;
-    _Atomic int stop_req; /* HTTP "stopped" */
+    _Atomic int stop_req;     /* HTTP "stopped" */
+    _Atomic int http_waiting; /* a stop request waits for its answer */
     _Atomic int failed;
     char reason[256];
     pthread_mutex_t reason_lock;

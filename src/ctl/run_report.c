@@ -47,6 +47,7 @@ void run_metrics_tick(struct sdd_run *r)
 
 struct totals {
     uint64_t generated, built, complete, incomplete, corrupt, kept, rejected, written, dropped;
+    uint64_t dropped_bu, dropped_process;
     uint64_t bytes_built;
 };
 
@@ -69,8 +70,10 @@ static void add_totals(struct sdd_run *r, struct totals *t)
             t->bytes_built += atomic_load(&s->bytes_built);
             break;
         case SDD_STAGE_PROCESS:
-            t->kept += atomic_load(&s->kept);
-            t->rejected += atomic_load(&s->rejected);
+            if (s->first_decision) { /* later stages decide again on what these kept */
+                t->kept += atomic_load(&s->kept);
+                t->rejected += atomic_load(&s->rejected);
+            }
             break;
         case SDD_STAGE_WRITER:
             t->written += sdd_metric_counter_value(s->m.events_out);
@@ -78,7 +81,10 @@ static void add_totals(struct sdd_run *r, struct totals *t)
         default:
             break;
         }
-        t->dropped += sdd_metric_counter_value(s->m.dropped);
+        uint64_t d = sdd_metric_counter_value(s->m.dropped);
+        t->dropped += d;
+        t->dropped_bu += s->cfg->type == SDD_STAGE_BU ? d : 0;
+        t->dropped_process += s->first_decision ? d : 0;
     }
 }
 
@@ -165,7 +171,7 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
         ss->lat_p50_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.5) : 0;
         ss->lat_p99_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.99) : 0;
         snprintf(ss->detail, sizeof(ss->detail), "%s", s->detail);
-        has_process |= s->cfg->type == SDD_STAGE_PROCESS;
+        has_process |= s->first_decision;
         if (s->cfg->type == SDD_STAGE_WRITER) {
             /* A writer gets every event its upstream stages passed on. */
             uint64_t expected = 0;
@@ -179,8 +185,12 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
             writers_whole &= ss->events_out + ss->dropped == expected;
         }
     }
-    uint64_t decided = has_process ? t.kept + t.rejected : t.built;
-    out->accounted = t.generated > 0 && t.generated == t.built && decided + t.dropped == t.built &&
+    /* Every generated event is built once; every built event handed on (not dropped by its
+     * BU) is decided, or dropped, by the process stages; every writer wrote or counted as
+     * dropped each event passed to it. */
+    uint64_t handed = t.built - t.dropped_bu;
+    uint64_t decided = has_process ? t.kept + t.rejected + t.dropped_process : handed;
+    out->accounted = t.generated > 0 && t.generated == t.built && decided == handed &&
                      writers_whole;
 }
 
@@ -249,8 +259,8 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
                 g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
                 (double)g->bytes_out / 1e6, g->dropped, g->errors, p50, p99, g->detail);
     }
-    fprintf(f, "  accounting: %" PRIu64 " generated = %" PRIu64 " built = %" PRIu64 " kept + %" PRIu64
-               " rejected + %" PRIu64 " dropped: %s\n",
-            s->generated, s->built, s->kept, s->rejected, s->dropped,
+    fprintf(f, "  accounting: %" PRIu64 " generated, %" PRIu64 " built once, %" PRIu64
+               " decided (%" PRIu64 " kept), %" PRIu64 " written, %" PRIu64 " counted drops: %s\n",
+            s->generated, s->built, s->kept + s->rejected, s->kept, s->written, s->dropped,
             s->accounted ? "every event accounted for" : "MISMATCH");
 }

@@ -462,6 +462,7 @@ sdd_err run_stages_setup(struct sdd_run *r)
             return SDD_ENOTSUP;
         }
         from->out[from->nout++] = to;
+        to->first_decision |= from->cfg->type == SDD_STAGE_BU && to->cfg->type == SDD_STAGE_PROCESS;
         atomic_fetch_add(&to->producers, 1);
         if (to->in == NULL) {
             sdd_err err = sdd_mpmc_create(l->depth, &to->in);
@@ -556,6 +557,8 @@ void run_stages_close(struct sdd_run *r)
             s->store = NULL;
             if (err != SDD_OK) {
                 run_fail(r, s, err, "closing the run file failed");
+                snprintf(s->detail, sizeof(s->detail), "%s%s (incomplete)", s->path,
+                         SDD_STORE_PARTIAL_SUFFIX);
             } else if (s->cfg->writer.format != SDD_WRITER_NULL) {
                 snprintf(s->detail, sizeof(s->detail), "%s", s->path);
             }
