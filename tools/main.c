@@ -6,6 +6,8 @@
 
 static const struct cli_command commands[] = {
     {"run", "run a topology here (no file: the default chain), progress and summary", cmd_run},
+    {"node", "run one node of a multi-node topology (srun, mpirun, ssh start one per node)",
+     cmd_node},
     {"perf", "transport benchmark: server, client, self (perftest style)", cmd_perf},
     {"info", "list fabric providers usable for sddaq on this machine", cmd_info},
     {"rmem", "remote memory: serve, clone, ping, bench (KIRO style)", cmd_rmem},

@@ -57,7 +57,7 @@ static sdd_config *load(const char *path)
     return cfg;
 }
 
-int cmd_run(int argc, char **argv)
+static int run_main(int argc, char **argv, const char *node)
 {
     static const struct option longopts[] = {
         {"duration", required_argument, 0, 'd'}, {"events", required_argument, 0, 'n'},
@@ -67,6 +67,7 @@ int cmd_run(int argc, char **argv)
     struct sdd_run_opts o;
     sdd_run_opts_default(&o);
     o.progress = true;
+    o.node = node;
     bool json = false, bad = false;
     int c;
     optind = 1;
@@ -134,4 +135,48 @@ int cmd_run(int argc, char **argv)
     sdd_run_summary_fini(&s);
     sdd_config_destroy(cfg);
     return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    return run_main(argc, argv, NULL);
+}
+
+static void node_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: sddaq node --config TOPOLOGY.yaml --name NODE [options]\n"
+            "\n"
+            "Runs the stages of one node of a multi-node topology; start one per node (by srun,\n"
+            "mpirun, ssh, systemd: docs/run.md). Event-builder nodes find each other on\n"
+            "fabric.port + k; the coordinator (run.coordinator, default the first node) ends the\n"
+            "run for all of them and prints the totals of every node. Options as `sddaq run`.\n");
+}
+
+int cmd_node(int argc, char **argv)
+{
+    const char *config = NULL, *name = NULL;
+    char *rest[64];
+    int n = 0;
+    rest[n++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "--config") == 0 || strcmp(argv[i], "-c") == 0) && i + 1 < argc) {
+            config = argv[++i];
+        } else if (strcmp(argv[i], "--name") == 0 && i + 1 < argc) {
+            name = argv[++i];
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            node_usage(stdout);
+            return 0;
+        } else if (n < 62) {
+            rest[n++] = argv[i];
+        }
+    }
+    if (config == NULL || name == NULL) {
+        fprintf(stderr, "sddaq node: --config and --name are required\n");
+        node_usage(stderr);
+        return 2;
+    }
+    rest[n++] = (char *)config;
+    rest[n] = NULL;
+    return run_main(n, rest, name);
 }

@@ -89,6 +89,7 @@ struct sdd_cfg_fabric {
     uint64_t buffer_size;      /* bytes per registered slot; default 1 MiB */
     uint32_t buffers;          /* slots per fabric link; default 64 */
     uint32_t credits;          /* default credits of fabric links and event builders; 16 */
+    uint32_t port; /* multi-node runs: event-builder node k listens on port + k; 7100 */
 };
 
 struct sdd_cfg_node {

@@ -114,13 +114,20 @@ typedef struct sdd_http sdd_http;
 typedef sdd_err (*sdd_http_transition_fn)(void *arg, sdd_runctl *rc, sdd_run_state to,
                                           const char *reason, char *msg, size_t msg_len);
 
+/* Requests for paths under /api/run/ (any method), on the server's one thread: a runtime's
+ * own API between nodes (docs/run.md). Write a JSON body (at most len bytes, NUL-terminated)
+ * into out and return the HTTP status. body is the request body ("" when none). */
+typedef unsigned (*sdd_http_run_fn)(void *arg, const char *method, const char *path,
+                                    const char *body, char *out, size_t len);
+
 struct sdd_http_opts {
     const char *host;     /* address to bind; NULL = "127.0.0.1"; "0.0.0.0" or "::" for all */
     uint16_t port;        /* 0 = any free port (see sdd_http_port) */
     sdd_metrics *metrics; /* served at /metrics; NULL = an empty page */
     sdd_runctl *runctl;   /* served at /api/state and /api/transition; NULL = 503 */
     sdd_http_transition_fn on_transition; /* NULL = sdd_runctl_transition() directly */
-    void *arg;                            /* for on_transition */
+    sdd_http_run_fn on_run;               /* /api/run/...; NULL = 404 there */
+    void *arg;                            /* for on_transition and on_run */
     size_t max_body;                      /* largest request body; 0 = 4096 bytes */
 };
 

@@ -47,6 +47,8 @@ struct sdd_run_feedback {
 };
 
 struct sdd_run_opts {
+    const char *node;      /* run only this node's stages, as one node of a multi-node run
+                              (`sddaq node`); NULL = the topology must have one node */
     double duration_s;     /* > 0: overrides run.duration */
     uint64_t events;       /* > 0: overrides run.events */
     bool progress;         /* a progress line on stderr every second */
@@ -81,6 +83,9 @@ struct sdd_run_summary {
     uint64_t written;        /* records the writers accepted */
     uint64_t dropped;        /* counted drops anywhere */
     uint64_t bytes_built;    /* fragment bytes of the built events */
+    uint32_t nodes;          /* nodes whose figures are summed: 1, or every node on the
+                                coordinator of a multi-node run (the others sum their own) */
+    bool node_ok;            /* this node's own part of the accounting (below) holds */
     bool accounted;          /* generated == built; every built event a BU handed on was
                                 decided (kept, rejected or counted dropped) by the process
                                 stages fed by the BUs; every writer wrote, or counted as

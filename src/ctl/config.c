@@ -187,6 +187,7 @@ static void fabric_defaults(struct sdd_cfg_fabric *f)
     f->buffer_size = 1u << 20;
     f->buffers = 64;
     f->credits = 16;
+    f->port = 7100;
 }
 
 sdd_config *sdd_config_create(void)

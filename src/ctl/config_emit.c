@@ -188,8 +188,8 @@ sdd_err sdd_config_emit(const sdd_config *cfg, char **out, size_t *len)
     sbuf_put(&b, "\nfabric:\n  provider: %s\n  buffer_size: ",
              sdd_cfg_provider_name(cfg->fabric.provider));
     put_size(&b, cfg->fabric.buffer_size);
-    sbuf_put(&b, "\n  buffers: %u\n  credits: %u\nnodes:\n", cfg->fabric.buffers,
-             cfg->fabric.credits);
+    sbuf_put(&b, "\n  buffers: %u\n  credits: %u\n  port: %u\nnodes:\n", cfg->fabric.buffers,
+             cfg->fabric.credits, cfg->fabric.port);
     for (size_t i = 0; i < cfg->n_nodes; i++) {
         const struct sdd_cfg_node *n = &cfg->nodes[i];
         sbuf_put(&b, "  - name: ");

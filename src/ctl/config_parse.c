@@ -482,6 +482,7 @@ static const struct field fabric_fields[] = {
     FLD(struct sdd_cfg_fabric, buffer_size, F_SIZE, buffer_size, 4096, 1u << 30),
     FLD(struct sdd_cfg_fabric, buffers, F_U32, buffers, 2, 65536),
     FLD(struct sdd_cfg_fabric, credits, F_U32, credits, 1, 65536),
+    FLD(struct sdd_cfg_fabric, port, F_U32, port, 1024, 65535),
 };
 
 static const struct field node_fields[] = {

@@ -28,6 +28,7 @@ struct sdd_http {
     sdd_metrics *metrics;
     sdd_runctl *runctl;
     sdd_http_transition_fn on_transition;
+    sdd_http_run_fn on_run;
     void *arg;
     size_t max_body;
 };
@@ -158,6 +159,16 @@ static enum MHD_Result route(struct sdd_http *h, struct MHD_Connection *c, const
             return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory", NULL);
         }
         return reply(c, MHD_HTTP_OK, SDD_METRICS_CONTENT_TYPE, text, len, true);
+    }
+    if (strncmp(url, "/api/run/", 9) == 0 && h->on_run != NULL) {
+        enum { RUN_REPLY_MAX = 16384 };
+        char *out = calloc(1, RUN_REPLY_MAX);
+        if (out == NULL) {
+            return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "out of memory", NULL);
+        }
+        unsigned status = h->on_run(h->arg, method, url, rq->body ? rq->body : "", out,
+                                    RUN_REPLY_MAX);
+        return reply(c, status, "application/json", out, strlen(out), true);
     }
     bool state = strcmp(url, "/api/state") == 0, trans = strcmp(url, "/api/transition") == 0;
     if (!state && !trans) {
@@ -306,6 +317,7 @@ sdd_err sdd_http_start(const struct sdd_http_opts *opts, sdd_http **out)
     h->metrics = opts->metrics;
     h->runctl = opts->runctl;
     h->on_transition = opts->on_transition;
+    h->on_run = opts->on_run;
     h->arg = opts->arg;
     h->max_body = opts->max_body > 0 ? opts->max_body : DEFAULT_MAX_BODY;
     sdd_err err;

@@ -83,6 +83,9 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
 static bool evb_all_done(const struct sdd_run *r)
 {
     for (uint32_t i = 0; i < r->nevb; i++) {
+        if (!r->evb[i].local) {
+            continue;
+        }
         struct run_stage *s = r->evb[i].ru ? r->evb[i].ru : r->evb[i].bu;
         if (atomic_load(&s->live) != 0) {
             return false;
@@ -94,7 +97,7 @@ static bool evb_all_done(const struct sdd_run *r)
 static bool stages_all_done(const struct sdd_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
-        if (atomic_load(&r->st[i].live) != 0) {
+        if (r->st[i].local && atomic_load(&r->st[i].live) != 0) {
             return false;
         }
     }
@@ -102,25 +105,51 @@ static bool stages_all_done(const struct sdd_run *r)
 }
 
 /* Sources first: hold every RU, agree on the last bulk, let every node finish up to it. */
-static void stop_sources(struct sdd_run *r)
+uint64_t run_hold_local(struct sdd_run *r)
 {
-    atomic_store(&r->phase, RUN_PHASE_HOLD);
+    if (atomic_load(&r->phase) < RUN_PHASE_HOLD) {
+        atomic_store(&r->phase, RUN_PHASE_HOLD);
+    }
     uint64_t t0 = sdd_now_ns();
-    while (atomic_load(&r->evb_held) < r->nevb) {
+    while (atomic_load(&r->evb_held) < r->nevb_local) {
         if (sdd_now_ns() - t0 > 10000000000ull) {
-            run_fail(r, NULL, SDD_ETIMEDOUT, "event-builder nodes did not hold within 10 s");
-            atomic_store(&r->phase, RUN_PHASE_ABORT);
-            return;
+            return UINT64_MAX;
         }
         sleep_ms(1);
     }
-    uint64_t k = 1;
+    uint64_t k = 0;
     for (uint32_t i = 0; i < r->nevb; i++) {
-        uint64_t g = atomic_load(&r->evb[i].generated_bulks);
+        uint64_t g = r->evb[i].local ? atomic_load(&r->evb[i].generated_bulks) : 0;
         k = g > k ? g : k;
     }
-    atomic_store(&r->end_bulks, k);
+    return k;
+}
+
+void run_end_local(struct sdd_run *r, uint64_t bulks)
+{
+    atomic_store(&r->end_bulks, bulks);
     atomic_store(&r->phase, RUN_PHASE_END);
+}
+
+static void stop_sources(struct sdd_run *r)
+{
+    if (!r->coordinator) {
+        run_remote_stop(r); /* the coordinator ends the run for every node */
+        return;
+    }
+    uint64_t k = run_hold_local(r);
+    uint64_t remote = 0;
+    if (k == UINT64_MAX || (r->multi && run_remote_hold(r, &remote) != SDD_OK)) {
+        run_fail(r, NULL, SDD_ETIMEDOUT, "event-builder nodes did not hold within 10 s");
+        atomic_store(&r->phase, RUN_PHASE_ABORT);
+        return;
+    }
+    k = remote > k ? remote : k;
+    k = k > 0 ? k : 1;
+    run_end_local(r, k);
+    if (r->multi && run_remote_end(r, k) != SDD_OK) {
+        run_fail(r, NULL, SDD_EIO, "could not tell every node where the run ends");
+    }
 }
 
 static void monitor(struct sdd_run *r)
@@ -149,8 +178,9 @@ static void monitor(struct sdd_run *r)
         /* A failure ends the run the orderly way: sources first, what is in flight drained
          * (a broken writer counts its events as drops); the drain timeout below catches a
          * failure that keeps the run from draining. */
-        bool want = (duration > 0 && t >= duration) || (r->o.stop && *r->o.stop) ||
-                    atomic_load(&r->stop_req) != 0 || atomic_load(&r->failed) != 0;
+        bool timed_out = r->coordinator && duration > 0 && t >= duration;
+        bool want = timed_out || (r->o.stop && *r->o.stop) || atomic_load(&r->stop_req) != 0 ||
+                    atomic_load(&r->failed) != 0;
         if (want && !stopping && !evb_all_done(r)) {
             stopping = true;
             stop_ns = now;
@@ -205,12 +235,23 @@ static void announce(const struct sdd_run *r)
     if (f == NULL) {
         return;
     }
-    fprintf(f, "sddaq run: %s run %" PRIu64 ", %zu stages, %u event-builder nodes",
-            r->cfg->run.name, r->run_number, r->n, r->nevb);
+    size_t local = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        local += r->st[i].local;
+    }
+    fprintf(f, "sddaq run: %s run %" PRIu64 ", %zu stages, %u event-builder nodes", r->cfg->run.name,
+            r->run_number, local, r->nevb_local);
+    if (r->multi) {
+        fprintf(f, " on node %s (%u in the run%s)", r->self->name, r->nevb,
+                r->coordinator ? ", coordinator" : "");
+    }
     if (r->http != NULL) {
-        fprintf(f, ", control http://%s:%u", r->cfg->nodes[0].host, sdd_http_port(r->http));
+        fprintf(f, ", control http://%s:%u", r->self->host, sdd_http_port(r->http));
     }
     for (size_t i = 0; i < r->n; i++) {
+        if (!r->st[i].local) {
+            continue;
+        }
         if (r->st[i].cfg->type == SDD_STAGE_WRITER || r->st[i].cfg->type == SDD_STAGE_FEEDBACK) {
             fprintf(f, ", %s: %s", r->st[i].cfg->name, r->st[i].detail);
         }
@@ -219,13 +260,54 @@ static void announce(const struct sdd_run *r)
     fflush(f);
 }
 
+/* Which node this process is, and whether the topology can run that way. */
+static sdd_err pick_node(struct sdd_run *r)
+{
+    const sdd_config *cfg = r->cfg;
+    if (r->o.node == NULL) {
+        if (cfg->n_nodes != 1) {
+            SDD_ERROR(LOG, "%s: %zu nodes: a multi-node topology runs as one `sddaq node --name "
+                           "N` per node (docs/run.md)", cfg->file, cfg->n_nodes);
+            return SDD_ENOTSUP;
+        }
+        r->self = &cfg->nodes[0];
+    } else {
+        long k = sdd_config_find_node(cfg, r->o.node);
+        if (k < 0) {
+            SDD_ERROR(LOG, "%s: no node named '%s'", cfg->file, r->o.node);
+            return SDD_EINVAL;
+        }
+        r->self = &cfg->nodes[k];
+    }
+    r->multi = cfg->n_nodes > 1;
+    r->coordinator = !r->multi || strcmp(cfg->run.coordinator, r->self->name) == 0;
+    for (size_t i = 0; r->multi && i < cfg->n_nodes; i++) {
+        if (cfg->nodes[i].control_port == 0) {
+            SDD_ERROR(LOG, "%s: node %s: a multi-node run needs a fixed control_port on every "
+                           "node (the coordinator ends the run through it)", cfg->file,
+                      cfg->nodes[i].name);
+            return SDD_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < cfg->n_links; i++) {
+        const struct sdd_cfg_stage *a = &cfg->stages[sdd_config_find_stage(cfg, cfg->links[i].from)];
+        const struct sdd_cfg_stage *b = &cfg->stages[sdd_config_find_stage(cfg, cfg->links[i].to)];
+        if (strcmp(a->node, b->node) != 0 &&
+            (a->type != SDD_STAGE_RU || b->type != SDD_STAGE_BU)) {
+            SDD_ERROR(LOG, "%s -> %s: only ru -> bu links may join two nodes for now (put a "
+                           "bu's processing and writers on its node)", a->name, b->name);
+            return SDD_ENOTSUP;
+        }
+    }
+    return SDD_OK;
+}
+
 static sdd_err setup(struct sdd_run *r)
 {
     const sdd_config *cfg = r->cfg;
-    if (cfg->n_nodes != 1) {
-        SDD_ERROR(LOG, "%s: %zu nodes: `sddaq run` runs one-node topologies; multi-node runs "
-                       "(`sddaq node`) are not there yet", cfg->file, cfg->n_nodes);
-        return SDD_ENOTSUP;
+    sdd_err err = pick_node(r);
+    if (err != SDD_OK) {
+        return err;
     }
     r->n = cfg->n_stages;
     r->st = calloc(r->n, sizeof(*r->st));
@@ -236,8 +318,9 @@ static sdd_err setup(struct sdd_run *r)
         r->st[i].run = r;
         r->st[i].cfg = &cfg->stages[i];
         r->st[i].idx = i;
+        r->st[i].local = strcmp(cfg->stages[i].node, r->self->name) == 0;
     }
-    sdd_err err = sdd_runctl_create(&r->rc);
+    err = sdd_runctl_create(&r->rc);
     if (err == SDD_OK) {
         err = sdd_metrics_create(&r->metrics);
     }
@@ -251,10 +334,10 @@ static sdd_err setup(struct sdd_run *r)
         err = run_stages_setup(r);
     }
     if (err == SDD_OK && r->o.http) {
-        const struct sdd_cfg_node *nd = &cfg->nodes[0];
+        const struct sdd_cfg_node *nd = r->self;
         struct sdd_http_opts ho = {.host = nd->host, .port = (uint16_t)nd->control_port,
                                    .metrics = r->metrics, .runctl = r->rc,
-                                   .on_transition = on_transition, .arg = r};
+                                   .on_transition = on_transition, .on_run = run_http, .arg = r};
         err = sdd_http_start(&ho, &r->http);
         if (err != SDD_OK) {
             SDD_ERROR(LOG, "%s: cannot serve the control port %s:%u: %s", nd->name, nd->host,
@@ -262,6 +345,28 @@ static sdd_err setup(struct sdd_run *r)
         }
     }
     return err;
+}
+
+/* Multi-node runs: every node serves its summary at /api/run/summary; the coordinator adds the
+ * others' to its own, the others wait (a minute at most) until it has fetched theirs. */
+static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (f != NULL) {
+        sdd_run_summary_print(f, summary, true);
+        fclose(f);
+    }
+    r->summary_json = text;
+    atomic_store(&r->finished, 1);
+    if (r->coordinator) {
+        run_remote_gather(r, summary);
+        return;
+    }
+    for (int i = 0; i < 6000 && !atomic_load(&r->summary_taken) && r->http != NULL; i++) {
+        sleep_ms(10);
+    }
 }
 
 static void teardown(struct sdd_run *r)
@@ -281,6 +386,7 @@ static void teardown(struct sdd_run *r)
     sdd_metrics_destroy(r->metrics);
     sdd_runctl_destroy(r->rc);
     free(r->st);
+    free(r->summary_json);
     pthread_mutex_destroy(&r->reason_lock);
 }
 
@@ -310,7 +416,7 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     }
     bool started = false;
     if (err == SDD_OK) {
-        while (atomic_load(&r->evb_ready) < r->nevb) {
+        while (atomic_load(&r->evb_ready) < r->nevb_local) {
             sleep_ms(1);
         }
         started = !r->o.wait_for_start || wait_for_start(r);
@@ -321,7 +427,8 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     if (err != SDD_OK || !started) {
         atomic_store(&r->phase, RUN_PHASE_ABORT);
         for (size_t i = 0; r->st != NULL && i < r->n; i++) {
-            bool runs = r->st[i].started > 0 || (r->st[i].evb != NULL && r->st[i].evb->started);
+            bool runs = !r->st[i].local || r->st[i].started > 0 ||
+                        (r->st[i].evb != NULL && r->st[i].evb->started);
             if (!runs) { /* never started: its consumers must not wait for it */
                 run_stage_finished(&r->st[i]);
             }
@@ -349,6 +456,9 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     } else if (err != SDD_OK) {
         snprintf(summary->reason, sizeof(summary->reason), "%s",
                  r->reason[0] ? r->reason : sdd_strerror(err));
+    }
+    if (r->multi && summary->ran) {
+        share_summary(r, summary);
     }
     teardown(r);
     free(r);

@@ -206,8 +206,8 @@ static void *node_thread(void *arg)
     const char *hosts[SDD_EVB_MAX_NODES];
     uint16_t ports[SDD_EVB_MAX_NODES];
     for (uint32_t i = 0; i < r->nevb; i++) {
-        hosts[i] = "127.0.0.1";
-        ports[i] = sdd_evb_node_port(r->evb[i].n);
+        hosts[i] = r->evb[i].host;
+        ports[i] = r->evb[i].port;
     }
     sdd_err rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
     atomic_fetch_add(&r->evb_ready, 1);
@@ -253,9 +253,20 @@ static void *node_thread(void *arg)
     return NULL;
 }
 
-/* The evb's options shared by every node, from the stages and the first source. */
-static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t nru,
-                           uint32_t nbu)
+/* Position of a source among the hough-emu sources, in stage order (docs/config.md). */
+static uint32_t hough_index(const sdd_config *cfg, const struct sdd_cfg_stage *src)
+{
+    uint32_t k = 0;
+    for (size_t i = 0; i < cfg->n_stages && &cfg->stages[i] != src; i++) {
+        k += cfg->stages[i].type == SDD_STAGE_SOURCE &&
+             cfg->stages[i].source.kind == SDD_SRC_HOUGH_EMU;
+    }
+    return k;
+}
+
+/* The evb's options shared by every node, from the stages and the first source. Every node
+ * of a multi-node run computes the same (the event builder checks it at connect). */
+static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t nru)
 {
     const sdd_config *cfg = r->cfg;
     struct sdd_evb_opts *o = &r->evb_opts;
@@ -263,11 +274,10 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     o->provider = cfg->fabric.provider == SDD_CFG_PROV_AUTO
                       ? NULL
                       : sdd_cfg_provider_name(cfg->fabric.provider);
-    o->host = "127.0.0.1";
-    r->nevb = nru > nbu ? nru : nbu;
     o->nnodes = r->nevb;
     for (uint32_t i = 0; i < r->nevb; i++) {
-        o->roles[i] = (uint8_t)((i < nru ? SDD_EVB_ROLE_RU : 0) | (i < nbu ? SDD_EVB_ROLE_BU : 0));
+        o->roles[i] = (uint8_t)((r->evb[i].ru ? SDD_EVB_ROLE_RU : 0) |
+                                (r->evb[i].bu ? SDD_EVB_ROLE_BU : 0));
     }
     const struct sdd_cfg_evb *ec = &rus[0]->cfg->evb;
     o->bulk = ec->bulk_size;
@@ -288,17 +298,25 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     o->events = r->events;
     uint32_t max_payload = 1;
     if (src->source.kind == SDD_SRC_HOUGH_EMU) {
-        /* Every RU's slots are sized alike: for the largest stub block of any source. */
+        /* Every RU's slots are sized alike, for the largest stub block of any source, so a
+         * node also generates the other nodes' sources once to know theirs. */
         for (uint32_t i = 0; i < nru; i++) {
-            sdd_err err = run_hough_feed_create(&source_of(cfg, rus[i]->cfg)->source, i, nru, 0,
-                                                &r->evb[i].feed);
+            const struct sdd_cfg_stage *si = source_of(cfg, rus[i]->cfg);
+            struct run_hough_feed *f = NULL;
+            sdd_err err = run_hough_feed_create(&si->source, hough_index(cfg, si), nru, 0, &f);
             if (err != SDD_OK) {
-                SDD_ERROR(LOG, "%s: cannot create the hough-emu feed: %s", rus[i]->cfg->name,
+                SDD_ERROR(LOG, "%s: cannot create the hough-emu feed: %s", si->name,
                           sdd_strerror(err));
                 return err;
             }
-            uint32_t m = run_hough_feed_max_payload(r->evb[i].feed);
+            uint32_t m = run_hough_feed_max_payload(f);
             max_payload = m > max_payload ? m : max_payload;
+            struct run_evb_node *e = rus[i]->evb;
+            if (e->local) {
+                e->feed = f;
+            } else {
+                run_hough_feed_destroy(f);
+            }
         }
         o->src.dist = SDD_EVB_SIZE_FIXED;
         o->src.mean = max_payload;
@@ -326,53 +344,98 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     return SDD_OK;
 }
 
+/* Event-builder nodes, the same list on every node of the run: node by node (topology order),
+ * that node's i-th ru with its i-th bu, then its extra ones alone. */
+static sdd_err list_nodes(struct sdd_run *r, struct run_stage **rus, uint32_t *nru,
+                          struct run_stage **bus, uint32_t *nbu)
+{
+    const sdd_config *cfg = r->cfg;
+    for (size_t h = 0; h < cfg->n_nodes; h++) {
+        const struct sdd_cfg_node *nd = &cfg->nodes[h];
+        struct run_stage *lr[SDD_EVB_MAX_NODES], *lb[SDD_EVB_MAX_NODES];
+        uint32_t nlr = 0, nlb = 0;
+        for (size_t i = 0; i < r->n; i++) {
+            struct run_stage *s = &r->st[i];
+            sdd_stage_type t = s->cfg->type;
+            if ((t != SDD_STAGE_RU && t != SDD_STAGE_BU) || strcmp(s->cfg->node, nd->name) != 0) {
+                continue;
+            }
+            if ((t == SDD_STAGE_RU ? *nru + nlr : *nbu + nlb) == SDD_EVB_MAX_NODES) {
+                SDD_ERROR(LOG, "%s: at most %d ru and %d bu stages", s->cfg->name,
+                          SDD_EVB_MAX_NODES, SDD_EVB_MAX_NODES);
+                return SDD_ENOTSUP;
+            }
+            if (t == SDD_STAGE_RU) {
+                lr[nlr++] = s;
+            } else {
+                lb[nlb++] = s;
+            }
+        }
+        for (uint32_t i = 0; i < nlr || i < nlb; i++) {
+            if (r->nevb == SDD_EVB_MAX_NODES) {
+                SDD_ERROR(LOG, "more than %d event-builder nodes", SDD_EVB_MAX_NODES);
+                return SDD_ENOTSUP;
+            }
+            struct run_evb_node *e = &r->evb[r->nevb];
+            e->run = r;
+            e->index = r->nevb++;
+            e->ru = i < nlr ? lr[i] : NULL;
+            e->bu = i < nlb ? lb[i] : NULL;
+            e->host = nd->host;
+            e->local = nd == r->self;
+            e->port = r->multi ? (uint16_t)(cfg->fabric.port + e->index) : 0;
+            r->nevb_local += e->local;
+            if (e->ru) {
+                e->ru->evb = e;
+                rus[(*nru)++] = e->ru;
+            }
+            if (e->bu) {
+                e->bu->evb = e;
+                bus[(*nbu)++] = e->bu;
+            }
+        }
+    }
+    return SDD_OK;
+}
+
 sdd_err run_evb_setup(struct sdd_run *r)
 {
     struct run_stage *rus[SDD_EVB_MAX_NODES], *bus[SDD_EVB_MAX_NODES];
     uint32_t nru = 0, nbu = 0;
-    for (size_t i = 0; i < r->n; i++) {
-        struct run_stage *s = &r->st[i];
-        if (s->cfg->type != SDD_STAGE_RU && s->cfg->type != SDD_STAGE_BU) {
-            continue;
-        }
-        if ((s->cfg->type == SDD_STAGE_RU ? nru : nbu) == SDD_EVB_MAX_NODES) {
-            SDD_ERROR(LOG, "%s: at most %d ru and %d bu stages", s->cfg->name, SDD_EVB_MAX_NODES,
-                      SDD_EVB_MAX_NODES);
-            return SDD_ENOTSUP;
-        }
-        if (s->cfg->type == SDD_STAGE_RU) {
-            rus[nru++] = s;
-        } else {
-            bus[nbu++] = s;
-        }
-    }
-    sdd_err err = check_shape(r, rus, nru, bus, nbu);
+    sdd_err err = list_nodes(r, rus, &nru, bus, &nbu);
     if (err == SDD_OK) {
-        err = common_opts(r, rus, nru, nbu);
+        err = check_shape(r, rus, nru, bus, nbu);
+    }
+    if (err == SDD_OK && r->multi && r->cfg->fabric.port + r->nevb > 65536) {
+        SDD_ERROR(LOG, "fabric.port %u + %u event-builder nodes passes 65535",
+                  r->cfg->fabric.port, r->nevb);
+        err = SDD_EINVAL;
+    }
+    if (err == SDD_OK) {
+        err = common_opts(r, rus, nru);
     }
     for (uint32_t i = 0; err == SDD_OK && i < r->nevb; i++) {
         struct run_evb_node *e = &r->evb[i];
-        e->run = r;
-        e->index = i;
-        e->ru = i < nru ? rus[i] : NULL;
-        e->bu = i < nbu ? bus[i] : NULL;
+        if (!e->local) {
+            continue;
+        }
         struct sdd_evb_opts no = r->evb_opts;
         no.node = i;
+        no.host = e->host;
+        no.port = e->port;
         if (e->feed != NULL) {
             no.feed = run_hough_feed_bind(e->feed);
         }
         if (e->bu != NULL) {
             no.on_event = on_event;
             no.on_event_arg = e->bu;
-            e->bu->evb = e;
-        }
-        if (e->ru != NULL) {
-            e->ru->evb = e;
         }
         err = sdd_evb_node_create(&no, &e->n);
         if (err != SDD_OK) {
-            SDD_ERROR(LOG, "%s: cannot create the event-builder node: %s",
-                      (e->ru ? e->ru : e->bu)->cfg->name, sdd_strerror(err));
+            SDD_ERROR(LOG, "%s: cannot create the event-builder node on %s:%u: %s",
+                      (e->ru ? e->ru : e->bu)->cfg->name, e->host, e->port, sdd_strerror(err));
+        } else {
+            e->port = sdd_evb_node_port(e->n);
         }
     }
     return err;
@@ -382,6 +445,9 @@ sdd_err run_evb_start(struct sdd_run *r)
 {
     for (uint32_t i = 0; i < r->nevb; i++) {
         struct run_evb_node *e = &r->evb[i];
+        if (!e->local) {
+            continue;
+        }
         if (e->ru) {
             atomic_store(&e->ru->live, 1);
         }

@@ -53,6 +53,7 @@ struct run_stage {
     struct sdd_run *run;
     const struct sdd_cfg_stage *cfg;
     size_t idx;
+    bool local; /* runs on this node (every stage, in a one-node run) */
     struct sdd_stage_metrics m; /* the stage's counters (the one place they are kept) */
     /* input: a ring of struct run_item pointers (process, writer, feedback) */
     sdd_mpmc *in;
@@ -89,6 +90,9 @@ struct run_stage {
 struct run_evb_node {
     struct sdd_run *run;
     uint32_t index;
+    bool local;       /* on this node: created and driven here */
+    const char *host; /* where it listens */
+    uint16_t port;
     sdd_evb_node *n;
     struct run_stage *ru, *bu; /* either may be NULL */
     struct run_hough_feed *feed;
@@ -105,11 +109,14 @@ enum run_phase { RUN_PHASE_SETUP = 0, RUN_PHASE_GO, RUN_PHASE_HOLD, RUN_PHASE_EN
 struct sdd_run {
     const sdd_config *cfg;
     struct sdd_run_opts o;
+    const struct sdd_cfg_node *self; /* the node this process runs */
+    bool multi;                      /* one node of several */
+    bool coordinator;                /* the node that ends the run for all (run.coordinator) */
     struct run_stage *st; /* cfg->n_stages */
     size_t n;
     /* event builder */
     struct run_evb_node evb[SDD_EVB_MAX_NODES];
-    uint32_t nevb;
+    uint32_t nevb, nevb_local;
     struct sdd_evb_opts evb_opts;
     uint64_t events; /* the event builder's run length (an upper bound for timed runs) */
     _Atomic int phase;
@@ -125,6 +132,9 @@ struct sdd_run {
     sdd_http *http;
     _Atomic int stop_req;     /* HTTP "stopped" */
     _Atomic int http_waiting; /* a stop request waits for its answer */
+    _Atomic int finished;     /* drained and summed: summary_json is served */
+    _Atomic int summary_taken; /* the coordinator fetched it */
+    char *summary_json;
     _Atomic int failed;
     char reason[256];
     pthread_mutex_t reason_lock;
@@ -132,6 +142,22 @@ struct sdd_run {
 };
 
 /* run.c */
+/* Hold this node's RUs: the largest bulk count they generated (UINT64_MAX: not within 10 s). */
+uint64_t run_hold_local(struct sdd_run *r);
+/* This node's event builders end the run at `bulks` bulks. */
+void run_end_local(struct sdd_run *r, uint64_t bulks);
+/* Multi-node runs, from the coordinator: hold every other node's RUs (the largest bulk count
+ * they generated goes into *bulks), then end them all at K. run_remote.c. */
+sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks);
+sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks);
+/* Ask the coordinator to stop the run (a node's Ctrl-C). */
+void run_remote_stop(struct sdd_run *r);
+/* Fetch every other node's summary and add it to s (coordinator, after its own drain). */
+void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s);
+/* /api/run/... between nodes (sdd_http_run_fn). */
+unsigned run_http(void *arg, const char *method, const char *path, const char *body, char *out,
+                  size_t len);
+
 void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const char *why);
 bool run_stopping(const struct sdd_run *r);
 

@@ -12,6 +12,9 @@ sdd_err run_metrics_setup(struct sdd_run *r)
     sdd_err err = sdd_runctl_register_metrics(r->rc, r->metrics);
     for (size_t i = 0; i < r->n && err == SDD_OK; i++) {
         struct run_stage *s = &r->st[i];
+        if (!s->local) {
+            continue;
+        }
         err = sdd_stage_metrics_register(r->metrics, sdd_stage_type_name(s->cfg->type),
                                          s->cfg->name, s->cfg->node, &s->m);
     }
@@ -33,6 +36,9 @@ void run_metrics_tick(struct sdd_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
+        if (!s->local) {
+            continue;
+        }
         if (s->in != NULL) {
             sdd_metric_set(s->m.queue_depth, (double)sdd_mpmc_count(s->in));
         }
@@ -56,6 +62,9 @@ static void add_totals(struct sdd_run *r, struct totals *t)
     memset(t, 0, sizeof(*t));
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
+        if (!s->local) {
+            continue;
+        }
         switch (s->cfg->type) {
         case SDD_STAGE_RU: {
             uint64_t g = atomic_load(&s->generated);
@@ -119,7 +128,7 @@ void run_progress(struct sdd_run *r, FILE *f, double t)
             si((double)tt.kept, c, sizeof(c)), si((double)tt.written, a, sizeof(a)), tt.dropped);
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
-        if (s->cfg->type != SDD_STAGE_PROCESS && s->cfg->type != SDD_STAGE_WRITER) {
+        if (!s->local || (s->cfg->type != SDD_STAGE_PROCESS && s->cfg->type != SDD_STAGE_WRITER)) {
             continue;
         }
         sdd_hist h;
@@ -152,11 +161,13 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
     if (out->stages == NULL) {
         return;
     }
-    out->nstages = r->n;
     bool writers_whole = true, has_process = false;
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
-        struct sdd_run_stage_summary *ss = &out->stages[i];
+        if (!s->local) {
+            continue;
+        }
+        struct sdd_run_stage_summary *ss = &out->stages[out->nstages++];
         snprintf(ss->name, sizeof(ss->name), "%s", s->cfg->name);
         ss->type = s->cfg->type;
         ss->events_in = sdd_metric_counter_value(s->m.events_in);
@@ -190,8 +201,11 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
      * dropped each event passed to it. */
     uint64_t handed = t.built - t.dropped_bu;
     uint64_t decided = has_process ? t.kept + t.rejected + t.dropped_process : handed;
-    out->accounted = t.generated > 0 && t.generated == t.built && decided == handed &&
-                     writers_whole;
+    out->nodes = 1;
+    out->node_ok = decided == handed && writers_whole;
+    /* A node of a multi-node run sees only its part; the coordinator adds the others' later. */
+    out->accounted = r->multi ? out->node_ok
+                              : out->node_ok && t.generated > 0 && t.generated == t.built;
 }
 
 void sdd_run_summary_fini(struct sdd_run_summary *s)
@@ -208,11 +222,12 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
             ",\"generated\":%" PRIu64 ",\"built\":%" PRIu64 ",\"complete\":%" PRIu64
             ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"kept\":%" PRIu64
             ",\"rejected\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":%" PRIu64
-            ",\"bytes_built\":%" PRIu64 ",\"events_per_s\":%.1f,\"accounted\":%s,\"stages\":[",
+            ",\"bytes_built\":%" PRIu64 ",\"events_per_s\":%.1f,\"nodes\":%u,\"node_ok\":%s,"
+            "\"accounted\":%s,\"stages\":[",
             sdd_errname(s->status), s->reason, s->seconds, s->run_number, s->generated, s->built,
             s->complete, s->incomplete, s->corrupt, s->kept, s->rejected, s->written, s->dropped,
-            s->bytes_built, s->seconds > 0 ? (double)s->built / s->seconds : 0.0,
-            s->accounted ? "true" : "false");
+            s->bytes_built, s->seconds > 0 ? (double)s->built / s->seconds : 0.0, s->nodes,
+            s->node_ok ? "true" : "false", s->accounted ? "true" : "false");
     for (size_t i = 0; i < s->nstages; i++) {
         const struct sdd_run_stage_summary *g = &s->stages[i];
         fprintf(f,
@@ -237,6 +252,9 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
     fprintf(f, "run %" PRIu64 ": %s after %.2f s%s%s\n", s->run_number,
             s->status == SDD_OK ? "ended" : "FAILED", s->seconds, s->reason[0] ? ": " : "",
             s->reason);
+    if (s->nodes > 1) {
+        fprintf(f, "  (totals of all %u nodes; the stage table is this node's)\n", s->nodes);
+    }
     fprintf(f, "  events   %" PRIu64 " generated, %" PRIu64 " built (%" PRIu64 " complete, %" PRIu64
                " incomplete, %" PRIu64 " corrupt), %.0f events/s, %.3f Gb/s built\n",
             s->generated, s->built, s->complete, s->incomplete, s->corrupt,

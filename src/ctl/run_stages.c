@@ -357,7 +357,7 @@ static void number_run(struct sdd_run *r)
         for (size_t i = 0; i < r->n && free_number; i++) {
             struct run_stage *s = &r->st[i];
             const struct sdd_cfg_stage *c = s->cfg;
-            if (c->type != SDD_STAGE_WRITER || c->writer.format == SDD_WRITER_NULL) {
+            if (!s->local || c->type != SDD_STAGE_WRITER || c->writer.format == SDD_WRITER_NULL) {
                 continue;
             }
             if (is_default_path(r->cfg, c)) {
@@ -457,6 +457,9 @@ sdd_err run_stages_setup(struct sdd_run *r)
             }
             continue; /* the event builder's own links */
         }
+        if (!from->local) {
+            continue; /* another node's (run.c refused links that cross nodes here) */
+        }
         if (from->nout == RUN_MAX_OUT) {
             SDD_ERROR(LOG, "%s: at most %d output links", l->from, RUN_MAX_OUT);
             return SDD_ENOTSUP;
@@ -489,6 +492,9 @@ sdd_err run_stages_setup(struct sdd_run *r)
     for (size_t i = 0; i < r->n && err == SDD_OK; i++) {
         struct run_stage *s = &r->st[i];
         const struct sdd_cfg_stage *c = s->cfg;
+        if (!s->local) {
+            continue;
+        }
         for (unsigned t = 0; t < RUN_MAX_THREADS; t++) {
             run_lat_init(&s->lat[t]);
         }
@@ -522,7 +528,7 @@ sdd_err run_stages_start(struct sdd_run *r)
     for (size_t k = 0; k < sizeof(order) / sizeof(order[0]); k++) {
         for (size_t i = 0; i < r->n; i++) {
             struct run_stage *s = &r->st[i];
-            if (s->cfg->type != order[k]) {
+            if (!s->local || s->cfg->type != order[k]) {
                 continue;
             }
             void *(*fn)(void *) = order[k] == SDD_STAGE_WRITER     ? writer_thread

@@ -387,9 +387,49 @@ static void test_concurrent_clients(void)
     sdd_metrics_destroy(m);
 }
 
+/* /api/run/...: the runtime's requests between nodes reach on_run with method, path and body;
+ * its status and body go back as they are. Without on_run those paths are 404. */
+static unsigned run_hook(void *arg, const char *method, const char *path, const char *body,
+                         char *out, size_t len)
+{
+    int *calls = arg;
+    (*calls)++;
+    snprintf(out, len, "{\"m\":\"%s\",\"p\":\"%s\",\"b\":\"%s\"}", method, path, body);
+    return strcmp(path, "/api/run/busy") == 0 ? 409 : 200;
+}
+
+static void test_run_hook(void)
+{
+    int calls = 0;
+    struct sdd_http_opts o = {.on_run = run_hook, .arg = &calls};
+    sdd_http *h = NULL;
+    CHECK_OK(sdd_http_start(&o, &h));
+    CHECK_REQUIRE(h != NULL);
+    uint16_t port = sdd_http_port(h);
+    char *body = NULL;
+    CHECK_EQ(req(port, "POST", "/api/run/end", "{\"bulks\":7}", &body), 200);
+    CHECK(body != NULL &&
+          strcmp(body, "{\"m\":\"POST\",\"p\":\"/api/run/end\",\"b\":\"{\"bulks\":7}\"}") == 0);
+    free(body);
+    CHECK_EQ(req(port, "GET", "/api/run/summary", NULL, &body), 200);
+    CHECK(body != NULL && strstr(body, "\"b\":\"\"") != NULL); /* no body: "" */
+    free(body);
+    CHECK_EQ(req(port, "GET", "/api/run/busy", NULL, NULL), 409);
+    CHECK_EQ(calls, 3);
+    CHECK_EQ(req(port, "GET", "/api/runs", NULL, NULL), 404); /* not under /api/run/ */
+    CHECK_EQ(calls, 3);
+    sdd_http_stop(h);
+    h = NULL;
+    struct sdd_http_opts plain = {0};
+    CHECK_OK(sdd_http_start(&plain, &h));
+    CHECK_EQ(req(sdd_http_port(h), "POST", "/api/run/hold", "{}", NULL), 404);
+    sdd_http_stop(h);
+}
+
 int main(void)
 {
     test_metrics_and_state();
+    test_run_hook();
     test_transitions();
     test_handler();
     test_bind_errors();

@@ -1,0 +1,211 @@
+/* A run over several nodes: one `sddaq node` per node, each serving its control port. The
+ * coordinator (run.coordinator) ends the run for all of them over HTTP: POST /api/run/hold on
+ * every node (each holds its RUs and answers the bulks they generated), then POST
+ * /api/run/end {"bulks":K} with the largest; at the end it fetches GET /api/run/summary from
+ * each node and adds the figures to its own summary. Bodies are small flat JSON objects that
+ * only sddaq writes and reads. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_internal.h"
+#include "sddaq/log.h"
+
+#define LOG "run"
+
+#define REMOTE_TIMEOUT_MS 15000
+
+/* The number after "key": in a flat JSON object we wrote ourselves; false when absent. */
+static bool json_u64(const char *js, const char *key, uint64_t *out)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char *p = strstr(js, pat);
+    if (p == NULL) {
+        return false;
+    }
+    p += strlen(pat);
+    if (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0) {
+        *out = p[0] == 't';
+        return true;
+    }
+    char *end;
+    *out = strtoull(p, &end, 10);
+    return end != p;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* POST (or GET) to node i's /api/run/<what>; the reply body in *resp (free()). */
+static sdd_err call(struct sdd_run *r, size_t i, const char *method, const char *what,
+                    const char *body, char **resp)
+{
+    const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
+    char path[64];
+    snprintf(path, sizeof(path), "/api/run/%s", what);
+    int status = 0;
+    *resp = NULL;
+    sdd_err err = sdd_http_request(nd->host, (uint16_t)nd->control_port, method, path, body,
+                                   REMOTE_TIMEOUT_MS, &status, resp, NULL);
+    if (err == SDD_OK && status != 200) {
+        err = status == 409 ? SDD_EAGAIN : SDD_EPROTO;
+    }
+    if (err != SDD_OK && err != SDD_EAGAIN) {
+        SDD_ERROR(LOG, "node %s (%s:%u): %s %s: %s", nd->name, nd->host, nd->control_port,
+                  method, path, status ? "refused" : sdd_strerror(err));
+    }
+    return err;
+}
+
+static bool other(const struct sdd_run *r, size_t i)
+{
+    return &r->cfg->nodes[i] != r->self;
+}
+
+sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks)
+{
+    *bulks = 0;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if (!other(r, i)) {
+            continue;
+        }
+        char *resp = NULL;
+        uint64_t k = 0;
+        sdd_err err = call(r, i, "POST", "hold", "{}", &resp);
+        if (err == SDD_OK && !json_u64(resp, "generated_bulks", &k)) {
+            err = SDD_EPROTO;
+        }
+        free(resp);
+        if (err != SDD_OK) {
+            return err;
+        }
+        *bulks = k > *bulks ? k : *bulks;
+    }
+    return SDD_OK;
+}
+
+sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks)
+{
+    char body[64];
+    snprintf(body, sizeof(body), "{\"bulks\":%" PRIu64 "}", bulks);
+    sdd_err first = SDD_OK;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        char *resp = NULL;
+        sdd_err err = other(r, i) ? call(r, i, "POST", "end", body, &resp) : SDD_OK;
+        free(resp);
+        first = first == SDD_OK ? err : first;
+    }
+    return first;
+}
+
+void run_remote_stop(struct sdd_run *r)
+{
+    long k = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
+    if (k < 0) {
+        return;
+    }
+    const struct sdd_cfg_node *nd = &r->cfg->nodes[k];
+    int status = 0;
+    char *resp = NULL;
+    /* Answered once the whole run has drained, which needs this node too: do not wait. */
+    sdd_http_request(nd->host, (uint16_t)nd->control_port, "POST", "/api/transition",
+                     "{\"to\":\"stopped\",\"reason\":\"asked by a node\"}", 200, &status, &resp,
+                     NULL);
+    free(resp);
+}
+
+void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
+{
+    bool all_ok = s->node_ok;
+    uint64_t generated = s->generated;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if (!other(r, i)) {
+            continue;
+        }
+        char *js = NULL;
+        sdd_err err = SDD_EAGAIN;
+        for (int t = 0; t < 600 && err == SDD_EAGAIN; t++) {
+            free(js);
+            err = call(r, i, "GET", "summary", NULL, &js);
+            if (err == SDD_EAGAIN || err == SDD_ECONNREFUSED) {
+                err = SDD_EAGAIN;
+                sleep_ms(100);
+            }
+        }
+        uint64_t v[11] = {0};
+        static const char *const keys[] = {"generated", "built",   "complete", "incomplete",
+                                           "corrupt",   "kept",    "rejected", "written",
+                                           "dropped",   "bytes_built", "node_ok"};
+        bool ok = err == SDD_OK;
+        for (size_t k = 0; ok && k < 11; k++) {
+            ok = json_u64(js, keys[k], &v[k]);
+        }
+        free(js);
+        if (!ok) {
+            all_ok = false;
+            if (s->status == SDD_OK) {
+                s->status = err != SDD_OK ? err : SDD_EPROTO;
+                snprintf(s->reason, sizeof(s->reason), "node %s: no summary",
+                         r->cfg->nodes[i].name);
+            }
+            continue;
+        }
+        generated = v[0] > generated ? v[0] : generated; /* every RU generates every event */
+        s->built += v[1];
+        s->complete += v[2];
+        s->incomplete += v[3];
+        s->corrupt += v[4];
+        s->kept += v[5];
+        s->rejected += v[6];
+        s->written += v[7];
+        s->dropped += v[8];
+        s->bytes_built += v[9];
+        all_ok &= v[10] != 0;
+        s->nodes++;
+    }
+    s->generated = generated;
+    s->accounted = all_ok && generated > 0 && generated == s->built;
+}
+
+unsigned run_http(void *arg, const char *method, const char *path, const char *body, char *out,
+                  size_t len)
+{
+    struct sdd_run *r = arg;
+    bool post = strcmp(method, "POST") == 0;
+    if (strcmp(path, "/api/run/hold") == 0 && post) {
+        uint64_t k = run_hold_local(r);
+        if (k == UINT64_MAX) {
+            snprintf(out, len, "{\"error\":\"the event builders did not hold within 10 s\"}");
+            return 500;
+        }
+        snprintf(out, len, "{\"generated_bulks\":%" PRIu64 "}", k);
+        return 200;
+    }
+    if (strcmp(path, "/api/run/end") == 0 && post) {
+        uint64_t k = 0;
+        if (!json_u64(body, "bulks", &k) || k == 0 || atomic_load(&r->phase) < RUN_PHASE_HOLD) {
+            snprintf(out, len, "{\"error\":\"need {\\\"bulks\\\":K > 0} after a hold\"}");
+            return 400;
+        }
+        run_end_local(r, k);
+        snprintf(out, len, "{\"ok\":true}");
+        return 200;
+    }
+    if (strcmp(path, "/api/run/summary") == 0 && !post) {
+        if (!atomic_load(&r->finished) || r->summary_json == NULL) {
+            snprintf(out, len, "{\"error\":\"the run has not ended here yet\"}");
+            return 409;
+        }
+        snprintf(out, len, "%s", r->summary_json);
+        atomic_store(&r->summary_taken, 1);
+        return 200;
+    }
+    snprintf(out, len, "{\"error\":\"unknown run request %s %s\"}", method, path);
+    return 404;
+}
