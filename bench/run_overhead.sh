@@ -18,8 +18,8 @@
 # Usage: bench/run_overhead.sh [--sddaq PATH] [--events N] [--repeat R] [--providers tcp,shm]
 #                              [--frag-sizes 1K,4K] [--default-seconds S] [--smoke]
 #                              [--timeout S] [--out FILE.json] [--keep-logs]
-#   --events   events per run (default: 1 GiB of fragments per source, 1048576 at 1 KiB;
-#              --smoke: 1/16 of that)
+#   --events   events per run (default: 4 GiB of fragments per source, 4194304 at 1 KiB;
+#              --smoke: 1/64 of that)
 #   --repeat   A/B pairs per point (default 5; --smoke: 1)
 #   --default-seconds  length of the default-chain run (default 5; --smoke: 2; 0 skips it)
 # A provider that `sddaq info` does not find is reported as missing and skipped. Exit 0 when
@@ -108,16 +108,17 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-# Events per run: 1 GiB of fragments per source (about a second of `sddaq run` at 1 KiB here);
-# a smoke run does 1/16 of it. Always whole bulks of 64.
+# Events per run: 4 GiB of fragments per source, so that even the fastest bare run (shm, 1 KiB,
+# ~8 M events/s here) lasts half a second and start-up and end detection stay small next to it;
+# a smoke run does 1/64 of it. Always whole bulks of 64.
 events_for() { # fragment bytes
     local n
     if [ -n "$events" ]; then
         echo "$events"
         return
     fi
-    n=$(((1 << 30) / $1))
-    [ "$smoke" = 1 ] && n=$((n / 16))
+    n=$(((1 << 32) / $1))
+    [ "$smoke" = 1 ] && n=$((n / 64))
     n=$((n / 64 * 64))
     [ "$n" -lt 4096 ] && n=4096
     echo "$n"

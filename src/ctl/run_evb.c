@@ -122,38 +122,32 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
     return SDD_OK;
 }
 
+/* Per node thread: the build time of the current bulk's events (one clock read per bulk). */
+static __thread uint64_t tls_bulk_ns;
+
 static void on_event(const struct sdd_evb_event *ev, void *arg)
 {
     struct run_stage *s = arg;
-    struct sdd_run *r = s->run;
-    struct run_item *it;
-    /* No free buffer: the stages behind are slower than building. Wait; the BU returns no
-     * credits meanwhile, which slows the RUs down. */
-    while ((it = sdd_pool_get(r->items)) == NULL) {
-        if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
-            sdd_metric_add(s->m.dropped, 1);
-            return;
-        }
-        struct timespec ts = {0, 20000};
-        nanosleep(&ts, NULL);
+    if (tls_bulk_ns == 0) {
+        tls_bulk_ns = sdd_now_ns();
     }
-    long n = sdd_evb_event_serialize(ev, it->data, r->item_bytes);
-    if (n < 0) {
-        /* Cannot happen with item_bytes sized from the largest fragment; counted if it does. */
-        sdd_pool_put(r->items, it);
-        sdd_metric_add(s->m.dropped, 1);
-        sdd_metric_add(s->m.errors, 1);
-        return;
+    /* A view of the builder's event: inline stages read it in place; a stage with threads of
+     * its own gets a pooled copy (run_emit). */
+    struct run_item v = {.flags = ev->flags,
+                         .id = ev->event_id,
+                         .built_ns = tls_bulk_ns,
+                         .bytes = (uint32_t)sdd_evb_event_size(ev),
+                         .kept = 1,
+                         .pooled = false,
+                         .ev = ev};
+    struct run_counts *c = run_counts(s);
+    c->events_out++;
+    c->bytes_out += v.bytes;
+    run_emit(s, &v, true);
+    if (ev->batch_end) {
+        tls_bulk_ns = 0;
+        run_counts_flush();
     }
-    it->id = ev->event_id;
-    it->flags = ev->flags;
-    it->built_ns = sdd_now_ns();
-    it->bytes = (uint32_t)n;
-    it->ntracks = 0;
-    it->kept = 1;
-    sdd_metric_add(s->m.events_out, 1);
-    sdd_metric_add(s->m.bytes_out, (uint64_t)n);
-    run_emit(s, it, true);
 }
 
 /* Move what the node counted since the last call into its stages' counters. */
@@ -209,7 +203,10 @@ static void *node_thread(void *arg)
         hosts[i] = r->evb[i].host;
         ports[i] = r->evb[i].port;
     }
-    sdd_err rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
+    sdd_err rc = run_counts_attach(r);
+    if (rc == SDD_OK) {
+        rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
+    }
     atomic_fetch_add(&r->evb_ready, 1);
     if (rc != SDD_OK) {
         run_fail(r, s, rc, "could not connect the event builder");
@@ -249,6 +246,7 @@ static void *node_thread(void *arg)
         }
     }
     publish_evb(e);
+    run_counts_detach();
     node_finished(e);
     return NULL;
 }

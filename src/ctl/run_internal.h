@@ -24,18 +24,36 @@
 #define RUN_MAX_OUT     16 /* downstream stages of one stage */
 #define RUN_MAX_THREADS 64 /* worker threads of one process stage */
 
-/* One built event travelling between the stages of this node, in a pooled buffer. Every
- * stage it is queued to holds one reference; the last release puts it back in the pool. */
+/* One built event travelling between the stages of this node. Two forms:
+ *  - a view: on the builder unit's stack, pointing at the event builder's own memory (ev),
+ *    valid only while the BU hands it over; stages that run inline in the BU's thread read it
+ *    there, without a copy;
+ *  - pooled: serialized into a pool buffer (data[]) the first time it must go to a stage with
+ *    threads of its own. Every stage it is queued to holds one reference; the last release
+ *    puts it back in the pool.
+ * A process stage's decision goes into the atomic fields, which a sibling stage fed by the
+ * same BU may read at the same time. */
 struct run_item {
     _Atomic uint32_t refs;
     uint32_t flags; /* SDD_EVB_EV_* */
     uint64_t id;
     uint64_t built_ns;
-    uint32_t bytes;   /* serialized built event in data[] */
-    uint32_t ntracks; /* set by a hough stage */
-    uint32_t kept;    /* 1 unless a process stage rejected it */
-    uint32_t pad;
-    uint8_t data[];   /* sdd_evb_event_serialize() layout */
+    uint32_t bytes;            /* serialized size (data[] when pooled) */
+    _Atomic uint32_t ntracks;  /* set by a hough stage */
+    _Atomic uint32_t kept;     /* 1 unless a process stage rejected it */
+    _Atomic uint32_t tflags;   /* flags a process stage adds (RUN_FLAG_TRIGGER_ERROR) */
+    bool pooled;
+    const struct sdd_evb_event *ev; /* view only */
+    uint8_t data[];                 /* pooled: sdd_evb_event_serialize() layout */
+};
+
+/* Record flag for an event the trigger could not read (kept, so that nothing is lost). */
+#define RUN_FLAG_TRIGGER_ERROR 0x100u
+
+/* Counts a thread keeps for the stages it works for, added to the shared counters in batches
+ * (run_counts_flush) instead of one atomic operation per event. */
+struct run_counts {
+    uint64_t events_in, bytes_in, events_out, bytes_out, kept, rejected;
 };
 
 /* A worker's latency histogram, copied out under a lock now and then so the monitor can read
@@ -60,6 +78,8 @@ struct run_stage {
     _Atomic int producers; /* upstream stages still running; 0 + empty ring = input ended */
     struct run_stage *out[RUN_MAX_OUT];
     size_t nout;
+    bool inline_run; /* no threads: runs in the thread of the stage that feeds it (process
+                        none and prescale, null writers: a hand-over would cost more) */
     bool first_decision; /* a process stage fed by the builder units: its decisions count */
     /* threads */
     pthread_t th[RUN_MAX_THREADS];
@@ -172,9 +192,16 @@ sdd_err run_stages_setup(struct sdd_run *r);
 sdd_err run_stages_start(struct sdd_run *r);
 void run_stages_close(struct sdd_run *r);
 /* Hand item to every downstream stage of s that should get it (kept: all; rejected: only
- * feedback stages), or release it when none; waits while a ring is full. */
+ * feedback stages): inline stages run now, in this thread; stages with threads get a
+ * reference (a pooled copy of a view first); waits while a ring is full. The caller keeps its
+ * own reference. */
 void run_emit(struct run_stage *s, struct run_item *it, bool kept);
 void run_item_release(struct sdd_run *r, struct run_item *it);
+/* This thread's counts for stage s (run_counts_attach first). */
+struct run_counts *run_counts(const struct run_stage *s);
+sdd_err run_counts_attach(struct sdd_run *r);
+void run_counts_flush(void);
+void run_counts_detach(void);
 /* Stage s's threads are all done (or never ran): tell its downstream stages. Idempotent. */
 void run_stage_finished(struct run_stage *s);
 void run_lat_init(struct run_lat *l);

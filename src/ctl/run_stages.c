@@ -18,9 +18,6 @@
 
 #define LOG "run"
 
-/* Record flag for an event the trigger could not read (kept, so that nothing is lost). */
-#define RUN_FLAG_TRIGGER_ERROR 0x100u
-
 static void pause_us(long us)
 {
     struct timespec ts = {0, us * 1000};
@@ -53,30 +50,145 @@ void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now)
 
 void run_item_release(struct sdd_run *r, struct run_item *it)
 {
-    if (atomic_fetch_sub(&it->refs, 1) == 1) {
+    if (it->pooled && atomic_fetch_sub(&it->refs, 1) == 1) {
         sdd_pool_put(r->items, it);
     }
 }
 
+/* ---- batched counters ---------------------------------------------------------------------- */
+
+static __thread struct run_counts *tls_counts;
+static __thread struct sdd_run *tls_run;
+
+sdd_err run_counts_attach(struct sdd_run *r)
+{
+    tls_counts = calloc(r->n, sizeof(*tls_counts));
+    tls_run = r;
+    return tls_counts != NULL ? SDD_OK : SDD_ENOMEM;
+}
+
+struct run_counts *run_counts(const struct run_stage *s)
+{
+    return &tls_counts[s->idx];
+}
+
+void run_counts_flush(void)
+{
+    struct sdd_run *r = tls_run;
+    for (size_t i = 0; tls_counts != NULL && i < r->n; i++) {
+        struct run_counts *c = &tls_counts[i];
+        if (c->events_in == 0 && c->events_out == 0 && c->rejected == 0) {
+            continue;
+        }
+        struct run_stage *s = &r->st[i];
+        sdd_metric_add(s->m.events_in, c->events_in);
+        sdd_metric_add(s->m.bytes_in, c->bytes_in);
+        sdd_metric_add(s->m.events_out, c->events_out);
+        sdd_metric_add(s->m.bytes_out, c->bytes_out);
+        atomic_fetch_add(&s->kept, c->kept);
+        atomic_fetch_add(&s->rejected, c->rejected);
+        memset(c, 0, sizeof(*c));
+    }
+}
+
+void run_counts_detach(void)
+{
+    run_counts_flush();
+    free(tls_counts);
+    tls_counts = NULL;
+}
+
+/* ---- hand-over ------------------------------------------------------------------------------ */
+
+/* A pooled copy of a view, with refs references; NULL when the run is aborted meanwhile. */
+static struct run_item *materialize(struct run_stage *s, const struct run_item *v, uint32_t refs)
+{
+    struct sdd_run *r = s->run;
+    struct run_item *it;
+    /* No free buffer: the stages behind are slower than building. Wait; the BU returns no
+     * credits meanwhile, which slows the RUs down. */
+    while ((it = sdd_pool_get(r->items)) == NULL) {
+        if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
+            return NULL;
+        }
+        pause_us(20);
+    }
+    long n = sdd_evb_event_serialize(v->ev, it->data, r->item_bytes);
+    if (n < 0) { /* cannot happen with item_bytes sized from the largest fragment */
+        sdd_pool_put(r->items, it);
+        return NULL;
+    }
+    it->flags = v->flags;
+    it->id = v->id;
+    it->built_ns = v->built_ns;
+    it->bytes = (uint32_t)n;
+    atomic_store(&it->ntracks, atomic_load(&v->ntracks));
+    atomic_store(&it->kept, atomic_load(&v->kept));
+    atomic_store(&it->tflags, atomic_load(&v->tflags));
+    it->pooled = true;
+    it->ev = NULL;
+    atomic_store(&it->refs, refs);
+    return it;
+}
+
+static void run_inline(struct run_stage *s, struct run_item *it);
+
 void run_emit(struct run_stage *s, struct run_item *it, bool kept)
 {
-    struct run_stage *to[RUN_MAX_OUT];
-    size_t n = 0;
+    struct run_stage *queued[RUN_MAX_OUT];
+    uint32_t nq = 0;
     for (size_t i = 0; i < s->nout; i++) {
-        if (kept || s->out[i]->cfg->type == SDD_STAGE_FEEDBACK) {
-            to[n++] = s->out[i];
+        struct run_stage *to = s->out[i];
+        if (!kept && to->cfg->type != SDD_STAGE_FEEDBACK) {
+            continue;
+        }
+        if (to->inline_run) {
+            run_inline(to, it);
+        } else {
+            queued[nq++] = to;
         }
     }
-    if (n == 0) {
-        sdd_pool_put(s->run->items, it);
+    if (nq == 0) {
         return;
     }
-    atomic_store(&it->refs, (uint32_t)n);
-    for (size_t i = 0; i < n; i++) {
-        while (sdd_mpmc_enqueue(to[i]->in, it) != SDD_OK) {
+    struct run_item *p = it;
+    if (!it->pooled) {
+        p = materialize(s, it, nq);
+        if (p == NULL) {
+            sdd_metric_add(s->m.dropped, nq);
+            return;
+        }
+    } else {
+        atomic_fetch_add(&p->refs, nq);
+    }
+    for (uint32_t i = 0; i < nq; i++) {
+        while (sdd_mpmc_enqueue(queued[i]->in, p) != SDD_OK) {
             pause_us(20); /* backpressure: the next stage is full */
         }
     }
+}
+
+/* A process (none, prescale) or null-writer stage, run in the thread of its producer. */
+static void run_inline(struct run_stage *s, struct run_item *it)
+{
+    struct run_counts *c = run_counts(s);
+    c->events_in++;
+    c->bytes_in += it->bytes;
+    if (s->cfg->type == SDD_STAGE_WRITER) {
+        c->events_out++; /* a null writer: counted, not stored */
+        c->bytes_out += it->bytes;
+        return;
+    }
+    const struct sdd_cfg_process *pc = &s->cfg->process;
+    bool kept = pc->algorithm != SDD_ALGO_PRESCALE || it->id % pc->factor == 0;
+    atomic_store_explicit(&it->kept, kept, memory_order_relaxed);
+    c->kept += kept;
+    c->rejected += !kept;
+    if (kept) {
+        c->events_out++;
+        c->bytes_out += it->bytes;
+    }
+    run_emit(s, it, kept);
 }
 
 void run_stage_finished(struct run_stage *s)
@@ -85,14 +197,21 @@ void run_stage_finished(struct run_stage *s)
         return;
     }
     for (size_t i = 0; i < s->nout; i++) {
-        atomic_fetch_sub(&s->out[i]->producers, 1);
+        struct run_stage *to = s->out[i];
+        /* An inline stage ends with the last of its producers. */
+        if (atomic_fetch_sub(&to->producers, 1) == 1 && to->inline_run) {
+            run_stage_finished(to);
+        }
     }
 }
 
-/* Next item of s's input; NULL once every producer finished and the ring is empty. */
+/* Next item of s's input; NULL once every producer finished and the ring is empty. Spins a
+ * little, then sleeps 50 us doubling up to 1 ms while there is nothing (DESIGN: spin briefly,
+ * then block). */
 static struct run_item *next_item(struct run_stage *s)
 {
     void *p;
+    long sleep_us = 50;
     for (unsigned idle = 0;; idle++) {
         if (sdd_mpmc_dequeue(s->in, &p) == SDD_OK) {
             return p;
@@ -104,8 +223,12 @@ static struct run_item *next_item(struct run_stage *s)
             }
             return NULL;
         }
+        if (idle == 64) {
+            run_counts_flush(); /* idle: a good moment to publish */
+        }
         if (idle > 64) {
-            pause_us(50);
+            pause_us(sleep_us);
+            sleep_us = sleep_us < 1000 ? sleep_us * 2 : 1000;
         }
     }
 }
@@ -213,34 +336,42 @@ static void *process_thread(void *arg)
             run_fail(r, s, err, "cannot create the Hough track finder");
         }
     }
+    if (run_counts_attach(r) != SDD_OK) {
+        run_fail(r, s, SDD_ENOMEM, "no memory for the worker's counters");
+    }
     struct run_item *it;
     while ((it = next_item(s)) != NULL) {
-        sdd_metric_add(s->m.events_in, 1);
-        sdd_metric_add(s->m.bytes_in, it->bytes);
+        struct run_counts *c = run_counts(s);
+        c->events_in++;
+        c->bytes_in += it->bytes;
         bool kept = true;
-        if (pc->algorithm == SDD_ALGO_PRESCALE) {
-            kept = it->id % pc->factor == 0;
-        } else if (w != NULL && w->h != NULL) {
+        if (w != NULL && w->h != NULL) {
             int n = hough_decide(w, it);
             if (n < 0) {
-                it->flags |= RUN_FLAG_TRIGGER_ERROR; /* unreadable: kept and flagged */
+                atomic_fetch_or(&it->tflags, RUN_FLAG_TRIGGER_ERROR); /* kept and flagged */
                 sdd_metric_add(s->m.errors, 1);
             } else {
-                it->ntracks = w->candidates;
+                atomic_store(&it->ntracks, w->candidates);
                 kept = n > 0;
                 atomic_fetch_add(&s->tracks, w->candidates);
             }
         }
-        it->kept = kept;
-        atomic_fetch_add(kept ? &s->kept : &s->rejected, 1);
+        atomic_store(&it->kept, kept);
+        c->kept += kept;
+        c->rejected += !kept;
         if (kept) {
-            sdd_metric_add(s->m.events_out, 1);
-            sdd_metric_add(s->m.bytes_out, it->bytes);
+            c->events_out++;
+            c->bytes_out += it->bytes;
         }
         uint64_t done = sdd_now_ns();
         run_lat_record(&s->lat[t], done - it->built_ns, done);
         run_emit(s, it, kept);
+        run_item_release(r, it);
+        if ((c->events_in & 63) == 0) {
+            run_counts_flush();
+        }
     }
+    run_counts_detach();
     run_lat_flush(&s->lat[t]);
     if (w != NULL) {
         sdd_hough_destroy(w->h);
@@ -268,8 +399,8 @@ static void *writer_thread(void *arg)
         sdd_metric_add(s->m.bytes_in, it->bytes);
         if (!broken) {
             struct sdd_store_rec rec = {.id = it->id, .time_ns = it->built_ns,
-                                        .flags = it->flags, .data = it->data,
-                                        .size = it->bytes};
+                                        .flags = it->flags | atomic_load(&it->tflags),
+                                        .data = it->data, .size = it->bytes};
             sdd_err err = sdd_store_write(s->store, &rec);
             if (err != SDD_OK) {
                 broken = true; /* the file stays NAME.partial; later events count as drops */
@@ -305,14 +436,14 @@ static void *feedback_thread(void *arg)
         sdd_metric_add(s->m.events_in, 1);
         struct sdd_run_feedback *f = &s->fb;
         f->event_id = it->id;
-        f->ntracks = it->ntracks;
-        f->kept = it->kept;
+        f->ntracks = atomic_load(&it->ntracks);
+        f->kept = atomic_load(&it->kept);
         f->decided++;
         f->kept_total += f->kept;
-        f->tracks_total += it->ntracks;
+        f->tracks_total += f->ntracks;
         f->built_ns = it->built_ns;
         f->decided_ns = sdd_now_ns();
-        f->event_flags = it->flags;
+        f->event_flags = it->flags | atomic_load(&it->tflags);
         sdd_err err = sdd_ksb_push(s->ksb, f, sizeof(*f));
         if (err != SDD_OK) {
             sdd_metric_add(s->m.errors, 1);
@@ -441,10 +572,21 @@ static sdd_err open_feedback(struct sdd_run *r, struct run_stage *s)
     return SDD_OK;
 }
 
+/* Stages whose work is smaller than a hand-over to another thread run inline. */
+static bool runs_inline(const struct sdd_cfg_stage *c)
+{
+    return (c->type == SDD_STAGE_PROCESS && (c->process.algorithm == SDD_ALGO_NONE ||
+                                             c->process.algorithm == SDD_ALGO_PRESCALE)) ||
+           (c->type == SDD_STAGE_WRITER && c->writer.format == SDD_WRITER_NULL);
+}
+
 sdd_err run_stages_setup(struct sdd_run *r)
 {
     const sdd_config *cfg = r->cfg;
     size_t slots = 64;
+    for (size_t i = 0; i < r->n; i++) {
+        r->st[i].inline_run = runs_inline(r->st[i].cfg);
+    }
     for (size_t i = 0; i < cfg->n_links; i++) {
         const struct sdd_cfg_link *l = &cfg->links[i];
         struct run_stage *from = &r->st[sdd_config_find_stage(cfg, l->from)];
@@ -467,7 +609,7 @@ sdd_err run_stages_setup(struct sdd_run *r)
         from->out[from->nout++] = to;
         to->first_decision |= from->cfg->type == SDD_STAGE_BU && to->cfg->type == SDD_STAGE_PROCESS;
         atomic_fetch_add(&to->producers, 1);
-        if (to->in == NULL) {
+        if (to->in == NULL && !to->inline_run) {
             sdd_err err = sdd_mpmc_create(l->depth, &to->in);
             if (err != SDD_OK) {
                 return err;
@@ -507,7 +649,9 @@ sdd_err run_stages_setup(struct sdd_run *r)
                 SDD_ERROR(LOG, "%s: at most %d threads", c->name, RUN_MAX_THREADS);
                 err = SDD_ENOTSUP;
             }
-            s->nthreads = c->process.threads;
+            s->nthreads = s->inline_run ? 0 : c->process.threads;
+        } else if (c->type == SDD_STAGE_WRITER && s->inline_run) {
+            snprintf(s->detail, sizeof(s->detail), "(null writer: counted, not stored)");
         } else if (c->type == SDD_STAGE_WRITER) {
             s->nthreads = 1;
             err = open_writer(r, s, topology);
