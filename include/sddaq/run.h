@@ -67,6 +67,8 @@ struct sdd_run_stage_summary {
     sdd_stage_type type;
     uint64_t events_in, events_out, bytes_in, bytes_out, dropped, errors;
     uint64_t lat_count, lat_p50_ns, lat_p99_ns; /* event age (built -> done here); 0 = none */
+    uint64_t busy_ns; /* process, writer: time its threads spent on events (a writer's rate
+                         is bytes_out / busy_ns, its closing included) */
     char detail[SDD_CFG_PATH_MAX + 320];        /* output file, feedback address, ... */
 };
 

@@ -93,6 +93,7 @@ struct run_stage {
     uint64_t evb_pub_ns;
     /* process */
     _Atomic uint64_t kept, rejected, tracks;
+    _Atomic uint64_t busy_ns; /* process, writer: time spent on events */
     /* writer */
     sdd_store *store;
     char path[SDD_CFG_PATH_MAX + 256]; /* writer path with the run number */

@@ -182,6 +182,7 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
         ss->lat_p50_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.5) : 0;
         ss->lat_p99_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.99) : 0;
         snprintf(ss->detail, sizeof(ss->detail), "%s", s->detail);
+        ss->busy_ns = atomic_load(&s->busy_ns);
         has_process |= s->first_decision;
         if (s->cfg->type == SDD_STAGE_WRITER) {
             /* A writer gets every event its upstream stages passed on. */
@@ -234,10 +235,10 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
                 "%s{\"name\":\"%s\",\"type\":\"%s\",\"events_in\":%" PRIu64
                 ",\"events_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
                 ",\"dropped\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"latency_p50_us\":%.1f,"
-                "\"latency_p99_us\":%.1f,\"detail\":\"%s\"}",
+                "\"latency_p99_us\":%.1f,\"busy_s\":%.6f,\"detail\":\"%s\"}",
                 i ? "," : "", g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
                 g->bytes_in, g->bytes_out, g->dropped, g->errors, (double)g->lat_p50_ns / 1e3,
-                (double)g->lat_p99_ns / 1e3, g->detail);
+                (double)g->lat_p99_ns / 1e3, (double)g->busy_ns * 1e-9, g->detail);
     }
     fprintf(f, "]}\n");
 }

@@ -340,7 +340,9 @@ static void *process_thread(void *arg)
         run_fail(r, s, SDD_ENOMEM, "no memory for the worker's counters");
     }
     struct run_item *it;
+    uint64_t busy = 0;
     while ((it = next_item(s)) != NULL) {
+        uint64_t t0 = sdd_now_ns();
         struct run_counts *c = run_counts(s);
         c->events_in++;
         c->bytes_in += it->bytes;
@@ -364,6 +366,7 @@ static void *process_thread(void *arg)
             c->bytes_out += it->bytes;
         }
         uint64_t done = sdd_now_ns();
+        busy += done - t0;
         run_lat_record(&s->lat[t], done - it->built_ns, done);
         run_emit(s, it, kept);
         run_item_release(r, it);
@@ -372,6 +375,7 @@ static void *process_thread(void *arg)
         }
     }
     run_counts_detach();
+    atomic_fetch_add(&s->busy_ns, busy);
     run_lat_flush(&s->lat[t]);
     if (w != NULL) {
         sdd_hough_destroy(w->h);
@@ -393,8 +397,10 @@ static void *writer_thread(void *arg)
     struct sdd_run *r = s->run;
     pin_worker(s, 0);
     bool broken = false;
+    uint64_t busy = 0;
     struct run_item *it;
     while ((it = next_item(s)) != NULL) {
+        uint64_t t0 = sdd_now_ns();
         sdd_metric_add(s->m.events_in, 1);
         sdd_metric_add(s->m.bytes_in, it->bytes);
         if (!broken) {
@@ -414,9 +420,11 @@ static void *writer_thread(void *arg)
             sdd_metric_add(s->m.dropped, 1);
         }
         uint64_t done = sdd_now_ns();
+        busy += done - t0;
         run_lat_record(&s->lat[0], done - it->built_ns, done);
         run_item_release(r, it);
     }
+    atomic_fetch_add(&s->busy_ns, busy);
     run_lat_flush(&s->lat[0]);
     free(wa);
     if (atomic_fetch_sub(&s->live, 1) == 1) {
@@ -703,7 +711,9 @@ void run_stages_close(struct sdd_run *r)
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
         if (s->store != NULL) {
+            uint64_t t0 = sdd_now_ns();
             sdd_err err = sdd_store_close(s->store, &s->store_sum);
+            atomic_fetch_add(&s->busy_ns, sdd_now_ns() - t0); /* the last flush is writing too */
             s->store = NULL;
             if (err != SDD_OK) {
                 run_fail(r, s, err, "closing the run file failed");
