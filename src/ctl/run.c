@@ -134,21 +134,30 @@ void run_end_local(struct sdd_run *r, uint64_t bulks)
 static void stop_sources(struct sdd_run *r)
 {
     if (!r->coordinator) {
-        run_remote_stop(r); /* the coordinator ends the run for every node */
+        /* The coordinator ends the run for every node; without it, nobody can agree on an
+         * end: stop here at once. */
+        sdd_err err = run_remote_stop(r);
+        if (err != SDD_OK) {
+            run_fail(r, NULL, err, "the coordinator cannot be reached to end the run");
+            atomic_store(&r->phase, RUN_PHASE_ABORT);
+        }
         return;
     }
     uint64_t k = run_hold_local(r);
     uint64_t remote = 0;
-    if (k == UINT64_MAX || (r->multi && run_remote_hold(r, &remote) != SDD_OK)) {
+    if (k == UINT64_MAX) {
         run_fail(r, NULL, SDD_ETIMEDOUT, "event-builder nodes did not hold within 10 s");
         atomic_store(&r->phase, RUN_PHASE_ABORT);
         return;
     }
+    if (r->multi) {
+        run_remote_hold(r, &remote); /* nodes that do not answer are marked lost */
+    }
     k = remote > k ? remote : k;
     k = k > 0 ? k : 1;
     run_end_local(r, k);
-    if (r->multi && run_remote_end(r, k) != SDD_OK) {
-        run_fail(r, NULL, SDD_EIO, "could not tell every node where the run ends");
+    if (r->multi) {
+        run_remote_end(r, k);
     }
 }
 

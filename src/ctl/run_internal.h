@@ -133,6 +133,7 @@ struct sdd_run {
     const struct sdd_cfg_node *self; /* the node this process runs */
     bool multi;                      /* one node of several */
     bool coordinator;                /* the node that ends the run for all (run.coordinator) */
+    bool lost[SDD_CFG_MAX_NODES];    /* coordinator: nodes that stopped answering */
     struct run_stage *st; /* cfg->n_stages */
     size_t n;
     /* event builder */
@@ -171,8 +172,9 @@ void run_end_local(struct sdd_run *r, uint64_t bulks);
  * they generated goes into *bulks), then end them all at K. run_remote.c. */
 sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks);
 sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks);
-/* Ask the coordinator to stop the run (a node's Ctrl-C). */
-void run_remote_stop(struct sdd_run *r);
+/* Ask the coordinator to stop the run (a node's Ctrl-C, a failure here). An error: the
+ * coordinator cannot be reached. */
+sdd_err run_remote_stop(struct sdd_run *r);
 /* Fetch every other node's summary and add it to s (coordinator, after its own drain). */
 void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s);
 /* /api/run/... between nodes (sdd_http_run_fn). */

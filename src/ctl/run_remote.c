@@ -68,11 +68,24 @@ static bool other(const struct sdd_run *r, size_t i)
     return &r->cfg->nodes[i] != r->self;
 }
 
+/* A node that does not answer is lost: the run goes to error naming it, and is ended for the
+ * others (their event builders have failed its work over, or flag its events). */
+static void lost(struct sdd_run *r, size_t i, sdd_err err)
+{
+    if (r->lost[i]) {
+        return;
+    }
+    r->lost[i] = true;
+    char why[128];
+    snprintf(why, sizeof(why), "node %s lost (%s)", r->cfg->nodes[i].name, sdd_strerror(err));
+    run_fail(r, NULL, err, why);
+}
+
 sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks)
 {
     *bulks = 0;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if (!other(r, i)) {
+        if (!other(r, i) || r->lost[i]) {
             continue;
         }
         char *resp = NULL;
@@ -83,7 +96,8 @@ sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks)
         }
         free(resp);
         if (err != SDD_OK) {
-            return err;
+            lost(r, i, err);
+            continue;
         }
         *bulks = k > *bulks ? k : *bulks;
     }
@@ -97,27 +111,33 @@ sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks)
     sdd_err first = SDD_OK;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
         char *resp = NULL;
-        sdd_err err = other(r, i) ? call(r, i, "POST", "end", body, &resp) : SDD_OK;
+        sdd_err err = other(r, i) && !r->lost[i] ? call(r, i, "POST", "end", body, &resp) : SDD_OK;
         free(resp);
+        if (err != SDD_OK) {
+            lost(r, i, err);
+        }
         first = first == SDD_OK ? err : first;
     }
     return first;
 }
 
-void run_remote_stop(struct sdd_run *r)
+sdd_err run_remote_stop(struct sdd_run *r)
 {
     long k = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
     if (k < 0) {
-        return;
+        return SDD_EINVAL;
     }
     const struct sdd_cfg_node *nd = &r->cfg->nodes[k];
     int status = 0;
     char *resp = NULL;
-    /* Answered once the whole run has drained, which needs this node too: do not wait. */
-    sdd_http_request(nd->host, (uint16_t)nd->control_port, "POST", "/api/transition",
-                     "{\"to\":\"stopped\",\"reason\":\"asked by a node\"}", 200, &status, &resp,
-                     NULL);
+    /* Answered once the whole run has drained, which needs this node too: do not wait for the
+     * answer; a refused connection means the coordinator is gone. */
+    sdd_err err = sdd_http_request(nd->host, (uint16_t)nd->control_port, "POST",
+                                   "/api/transition",
+                                   "{\"to\":\"stopped\",\"reason\":\"asked by a node\"}", 200,
+                                   &status, &resp, NULL);
     free(resp);
+    return err == SDD_ETIMEDOUT ? SDD_OK : err;
 }
 
 void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
@@ -126,6 +146,10 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
     uint64_t generated = s->generated;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
         if (!other(r, i)) {
+            continue;
+        }
+        if (r->lost[i]) {
+            all_ok = false;
             continue;
         }
         char *js = NULL;

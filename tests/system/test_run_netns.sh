@@ -127,4 +127,19 @@ run_all int || fail "interrupted: coordinator exit $?: $(cat "$work"/int.h*.err)
 wait || true
 [ $(($(date +%s) - t0)) -lt 60 ] || fail "interrupted: took $(($(date +%s) - t0)) s"
 [ "$(field "$work/int.h0.json" accounted)" = True ] || fail "interrupted: $(cat "$work/int.h0.json")"
+# 4. A host killed mid-run: the others go on (the event builder fails its work over and flags
+# its events), the coordinator ends the run, then reports the error naming the lost host.
+topology evb-emu "duration: 4" >"$work/kill.yaml"
+(sleep 2 && kill -9 "$(pgrep -f "kill.yaml --name h2" | head -1)") &
+run_all kill
+rc=$?
+wait "$pid_kill1"
+rc1=$?
+wait || true
+[ "$rc" = 1 ] || fail "killed host: coordinator exit $rc: $(cat "$work/kill.h0.json")"
+field "$work/kill.h0.json" reason | grep -q "node h2 lost" ||
+    fail "killed host: reason: $(cat "$work/kill.h0.json")"
+[ "$(field "$work/kill.h0.json" incomplete)" -gt 0 ] ||
+    fail "killed host: no event flagged incomplete: $(cat "$work/kill.h0.json")"
+[ "$rc1" = 0 ] || fail "killed host: h1 exit $rc1: $(cat "$work/kill.h1.json" "$work/kill.h1.err")"
 echo "three hosts: all checks passed"
