@@ -269,6 +269,14 @@ SDD_API void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out
  * Node thread only, like sdd_evb_node_poll(). end returns SDD_EINVAL when K is 0, above the
  * run's bulks, or below what this node's RU already generated. */
 SDD_API void sdd_evb_node_hold(sdd_evb_node *n);
+/* Pausing a run works the same way, so that no event is left half sent: hold every node, take
+ * K as above, then sdd_evb_node_hold_at(n, K) on every node: every RU generates up to K
+ * rounded up to a multiple of the number of BUs (whole cycles of the rotated schedule, whose
+ * send order may put bulk k + 1 before bulk k) and stops there, and every event below that
+ * point is built. sdd_evb_node_resume() lets the RU generate again. hold_at returns SDD_EINVAL
+ * when K is below what this RU generated. */
+SDD_API sdd_err sdd_evb_node_hold_at(sdd_evb_node *n, uint64_t bulks);
+SDD_API void sdd_evb_node_resume(sdd_evb_node *n);
 SDD_API uint64_t sdd_evb_node_generated(const sdd_evb_node *n);
 SDD_API sdd_err sdd_evb_node_end(sdd_evb_node *n, uint64_t bulks);
 /* Close the endpoint (peers see BYE) and free everything. NULL ignored. */

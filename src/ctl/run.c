@@ -46,6 +46,8 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
+static sdd_err pause_run(struct sdd_run *r, bool on);
+
 /* HTTP transitions, on the server's thread. */
 static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const char *reason,
                              char *msg, size_t len)
@@ -56,14 +58,29 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
     if (to == SDD_RUN_RUNNING && st.state == SDD_RUN_CONFIGURED) {
         return sdd_runctl_transition_from(rc, st.state, to, reason); /* the monitor starts */
     }
-    if (to == SDD_RUN_STOPPED && st.state == SDD_RUN_RUNNING) {
+    if ((to == SDD_RUN_PAUSED && st.state == SDD_RUN_RUNNING) ||
+        (to == SDD_RUN_RUNNING && st.state == SDD_RUN_PAUSED)) {
+        if (!r->coordinator) {
+            snprintf(msg, len, "pause and resume go to the coordinator, node %s",
+                     r->cfg->run.coordinator);
+            return SDD_EBUSY;
+        }
+        bool on = to == SDD_RUN_PAUSED;
+        sdd_err err = pause_run(r, on);
+        if (err != SDD_OK) {
+            snprintf(msg, len, "the readout units did not %s", on ? "hold" : "resume");
+            return err;
+        }
+        return sdd_runctl_transition_from(rc, st.state, to, reason);
+    }
+    if (to == SDD_RUN_STOPPED && (st.state == SDD_RUN_RUNNING || st.state == SDD_RUN_PAUSED)) {
         atomic_store(&r->http_waiting, 1);
         atomic_store(&r->stop_req, 1);
         /* Answer once the run has drained, with the state it ended in; teardown keeps the
          * server up until this answer is out. */
         for (int i = 0; i < 6000; i++) {
             sdd_runctl_get(rc, &st);
-            if (st.state != SDD_RUN_RUNNING) {
+            if (st.state != SDD_RUN_RUNNING && st.state != SDD_RUN_PAUSED) {
                 break;
             }
             sleep_ms(10);
@@ -71,10 +88,6 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
         atomic_store(&r->http_waiting, 0);
         snprintf(msg, len, "run stopped: every event in flight was built, decided and written");
         return st.state == SDD_RUN_STOPPED ? SDD_OK : SDD_EIO;
-    }
-    if (to == SDD_RUN_PAUSED) {
-        snprintf(msg, len, "`sddaq run` cannot pause a run yet: stop it instead");
-        return SDD_ENOTSUP;
     }
     snprintf(msg, len, "not from %s in sddaq run", sdd_run_state_name(st.state));
     return SDD_EBUSY;
@@ -107,9 +120,7 @@ static bool stages_all_done(const struct sdd_run *r)
 /* Sources first: hold every RU, agree on the last bulk, let every node finish up to it. */
 uint64_t run_hold_local(struct sdd_run *r)
 {
-    if (atomic_load(&r->phase) < RUN_PHASE_HOLD) {
-        atomic_store(&r->phase, RUN_PHASE_HOLD);
-    }
+    atomic_store(&r->hold_req, 1);
     uint64_t t0 = sdd_now_ns();
     while (atomic_load(&r->evb_held) < r->nevb_local) {
         if (sdd_now_ns() - t0 > 10000000000ull) {
@@ -123,6 +134,59 @@ uint64_t run_hold_local(struct sdd_run *r)
         k = g > k ? g : k;
     }
     return k;
+}
+
+void run_hold_at_local(struct sdd_run *r, uint64_t bulks)
+{
+    atomic_store(&r->hold_at, bulks);
+    atomic_store(&r->paused, 1);
+}
+
+void run_resume_local(struct sdd_run *r)
+{
+    atomic_store(&r->paused, 0);
+    atomic_store(&r->hold_at, UINT64_MAX);
+    atomic_store(&r->hold_req, 0);
+}
+
+/* Whole cycles of the event builder's rotated schedule (sdd_evb_node_hold_at). */
+static uint64_t whole_cycles(const struct sdd_run *r, uint64_t bulks)
+{
+    uint64_t nbu = 0;
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        nbu += r->evb[i].bu != NULL;
+    }
+    return nbu == 0 ? bulks : (bulks + nbu - 1) / nbu * nbu;
+}
+
+/* Pause (every RU of the run stops at one agreed bulk) or resume; coordinator. */
+static sdd_err pause_run(struct sdd_run *r, bool on)
+{
+    pthread_mutex_lock(&r->control_lock);
+    sdd_err err = SDD_OK;
+    if (!on) {
+        run_resume_local(r);
+        if (r->multi) {
+            err = run_remote_resume(r);
+        }
+    } else if (atomic_load(&r->phase) < RUN_PHASE_HOLD) {
+        uint64_t k = run_hold_local(r), remote = 0;
+        if (k == UINT64_MAX) {
+            err = SDD_ETIMEDOUT;
+        } else if (r->multi) {
+            run_remote_hold(r, &remote);
+        }
+        if (err == SDD_OK) {
+            k = whole_cycles(r, remote > k ? remote : k);
+            r->pause_point = k;
+            run_hold_at_local(r, k);
+            if (r->multi) {
+                err = run_remote_hold_at(r, k);
+            }
+        }
+    }
+    pthread_mutex_unlock(&r->control_lock);
+    return err;
 }
 
 void run_end_local(struct sdd_run *r, uint64_t bulks)
@@ -143,9 +207,12 @@ static void stop_sources(struct sdd_run *r)
         }
         return;
     }
+    pthread_mutex_lock(&r->control_lock);
+    atomic_store(&r->phase, RUN_PHASE_HOLD);
     uint64_t k = run_hold_local(r);
     uint64_t remote = 0;
     if (k == UINT64_MAX) {
+        pthread_mutex_unlock(&r->control_lock);
         run_fail(r, NULL, SDD_ETIMEDOUT, "event-builder nodes did not hold within 10 s");
         atomic_store(&r->phase, RUN_PHASE_ABORT);
         return;
@@ -154,11 +221,15 @@ static void stop_sources(struct sdd_run *r)
         run_remote_hold(r, &remote); /* nodes that do not answer are marked lost */
     }
     k = remote > k ? remote : k;
+    if (atomic_load(&r->paused)) {
+        k = k > r->pause_point ? k : r->pause_point; /* the RUs may still be getting there */
+    }
     k = k > 0 ? k : 1;
     run_end_local(r, k);
     if (r->multi) {
         run_remote_end(r, k);
     }
+    pthread_mutex_unlock(&r->control_lock);
 }
 
 static void monitor(struct sdd_run *r)
@@ -169,11 +240,16 @@ static void monitor(struct sdd_run *r)
     }
     uint64_t next_progress = r->t_start_ns + 1000000000ull;
     bool stopping = false;
-    uint64_t stop_ns = 0;
+    uint64_t stop_ns = 0, paused_ns = 0, last = r->t_start_ns;
     for (;;) {
         sleep_ms(2); /* the run's end is seen within 2 ms: its duration is measured by it */
         uint64_t now = sdd_now_ns();
         double t = (double)(now - r->t_start_ns) * 1e-9;
+        if (atomic_load(&r->paused)) {
+            paused_ns += now - last; /* run.duration counts running time */
+        }
+        last = now;
+        double running_s = (double)(now - r->t_start_ns - paused_ns) * 1e-9;
         if (now >= next_progress) {
             run_metrics_tick(r);
             if (r->o.progress) {
@@ -187,7 +263,7 @@ static void monitor(struct sdd_run *r)
         /* A failure ends the run the orderly way: sources first, what is in flight drained
          * (a broken writer counts its events as drops); the drain timeout below catches a
          * failure that keeps the run from draining. */
-        bool timed_out = r->coordinator && duration > 0 && t >= duration;
+        bool timed_out = r->coordinator && duration > 0 && running_s >= duration;
         bool want = timed_out || (r->o.stop && *r->o.stop) || atomic_load(&r->stop_req) != 0 ||
                     atomic_load(&r->failed) != 0;
         if (want && !stopping && !evb_all_done(r)) {
@@ -397,6 +473,7 @@ static void teardown(struct sdd_run *r)
     free(r->st);
     free(r->summary_json);
     pthread_mutex_destroy(&r->reason_lock);
+    pthread_mutex_destroy(&r->control_lock);
 }
 
 sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
@@ -414,6 +491,8 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
         sdd_run_opts_default(&r->o);
     }
     pthread_mutex_init(&r->reason_lock, NULL);
+    pthread_mutex_init(&r->control_lock, NULL);
+    atomic_store(&r->hold_at, UINT64_MAX);
     sdd_err err = setup(r);
     if (err == SDD_OK) {
         sdd_runctl_transition(r->rc, SDD_RUN_CONFIGURED, "stages set up");
@@ -451,7 +530,9 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     join_all(r);
     run_stages_close(r); /* writers close their files: the run's data is complete now */
     if (atomic_load(&r->failed) == 0 && err == SDD_OK && started) {
-        sdd_runctl_transition_from(r->rc, SDD_RUN_RUNNING, SDD_RUN_STOPPED, "run ended");
+        struct sdd_runctl_status st;
+        sdd_runctl_get(r->rc, &st); /* running, or paused when stopped while paused */
+        sdd_runctl_transition_from(r->rc, st.state, SDD_RUN_STOPPED, "run ended");
     }
     if (err == SDD_OK && atomic_load(&r->failed) != 0) {
         err = (sdd_err)atomic_load(&r->failed);

@@ -222,11 +222,28 @@ static void *node_thread(void *arg)
             run_fail(r, s, (sdd_err)p, "event builder failed");
             break;
         }
-        if (phase >= RUN_PHASE_HOLD && !e->held) {
+        /* Hold for a stop or a pause; a pause then moves the hold point to where every RU
+         * agreed; a resume lets go (docs/run.md, "Ending a run"). */
+        bool hreq = atomic_load(&r->hold_req);
+        if (hreq && !e->held) {
             sdd_evb_node_hold(e->n);
             atomic_store(&e->generated_bulks, sdd_evb_node_generated(e->n));
             e->held = true;
+            e->hold_at_seen = UINT64_MAX;
             atomic_fetch_add(&r->evb_held, 1);
+        } else if (!hreq && e->held && phase < RUN_PHASE_END) {
+            sdd_evb_node_resume(e->n);
+            e->held = false;
+            atomic_fetch_sub(&r->evb_held, 1);
+        }
+        uint64_t ha = atomic_load(&r->hold_at);
+        if (e->held && ha != e->hold_at_seen && phase < RUN_PHASE_END) {
+            e->hold_at_seen = ha;
+            sdd_err err = ha == UINT64_MAX ? SDD_OK : sdd_evb_node_hold_at(e->n, ha);
+            if (err != SDD_OK) {
+                run_fail(r, s, err, "could not pause the event builder where agreed");
+                break;
+            }
         }
         if (phase == RUN_PHASE_END && !e->ended) {
             sdd_err err = sdd_evb_node_end(e->n, atomic_load(&r->end_bulks));

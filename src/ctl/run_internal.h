@@ -119,7 +119,8 @@ struct run_evb_node {
     struct run_hough_feed *feed;
     pthread_t th;
     bool started;
-    bool held, ended; /* stop sequence steps done (node thread only) */
+    bool held, ended;      /* holding; ended (node thread only) */
+    uint64_t hold_at_seen; /* the hold point applied (node thread only) */
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
     uint64_t pub_ns;
@@ -142,7 +143,12 @@ struct sdd_run {
     struct sdd_evb_opts evb_opts;
     uint64_t events; /* the event builder's run length (an upper bound for timed runs) */
     _Atomic int phase;
-    _Atomic unsigned evb_ready, evb_held;
+    _Atomic unsigned evb_ready, evb_held; /* local nodes connected; holding */
+    _Atomic int hold_req;                 /* every local RU holds (a stop or a pause) */
+    _Atomic uint64_t hold_at;             /* ... then generates up to here (a pause) */
+    _Atomic int paused;                   /* run control: paused */
+    uint64_t pause_point;                 /* bulks generated when paused (whole cycles) */
+    pthread_mutex_t control_lock;         /* pause, resume and stop, one at a time */
     _Atomic uint64_t end_bulks;
     /* events between stages */
     sdd_pool *items;
@@ -166,12 +172,19 @@ struct sdd_run {
 /* run.c */
 /* Hold this node's RUs: the largest bulk count they generated (UINT64_MAX: not within 10 s). */
 uint64_t run_hold_local(struct sdd_run *r);
+/* Held RUs generate up to `bulks` (rounded up to whole cycles) and stop there (a pause). */
+void run_hold_at_local(struct sdd_run *r, uint64_t bulks);
 /* This node's event builders end the run at `bulks` bulks. */
 void run_end_local(struct sdd_run *r, uint64_t bulks);
+/* Resume this node's RUs after a pause. */
+void run_resume_local(struct sdd_run *r);
 /* Multi-node runs, from the coordinator: hold every other node's RUs (the largest bulk count
  * they generated goes into *bulks), then end them all at K. run_remote.c. */
 sdd_err run_remote_hold(struct sdd_run *r, uint64_t *bulks);
 sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks);
+/* Every other node's RUs generate up to `bulks` and stop (a pause), or go on (coordinator). */
+sdd_err run_remote_hold_at(struct sdd_run *r, uint64_t bulks);
+sdd_err run_remote_resume(struct sdd_run *r);
 /* Ask the coordinator to stop the run (a node's Ctrl-C, a failure here). An error: the
  * coordinator cannot be reached. */
 sdd_err run_remote_stop(struct sdd_run *r);

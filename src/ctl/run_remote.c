@@ -77,7 +77,7 @@ static void lost(struct sdd_run *r, size_t i, sdd_err err)
     }
     r->lost[i] = true;
     char why[128];
-    snprintf(why, sizeof(why), "node %s lost (%s)", r->cfg->nodes[i].name, sdd_strerror(err));
+    snprintf(why, sizeof(why), "node %s lost", r->cfg->nodes[i].name);
     run_fail(r, NULL, err, why);
 }
 
@@ -119,6 +119,34 @@ sdd_err run_remote_end(struct sdd_run *r, uint64_t bulks)
         first = first == SDD_OK ? err : first;
     }
     return first;
+}
+
+/* POST what (with body) to every other node that is not lost; the first error. */
+static sdd_err tell_all(struct sdd_run *r, const char *what, const char *body)
+{
+    sdd_err first = SDD_OK;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if (!other(r, i) || r->lost[i]) {
+            continue;
+        }
+        char *resp = NULL;
+        sdd_err err = call(r, i, "POST", what, body, &resp);
+        free(resp);
+        first = first == SDD_OK ? err : first;
+    }
+    return first;
+}
+
+sdd_err run_remote_hold_at(struct sdd_run *r, uint64_t bulks)
+{
+    char body[64];
+    snprintf(body, sizeof(body), "{\"bulks\":%" PRIu64 "}", bulks);
+    return tell_all(r, "holdat", body);
+}
+
+sdd_err run_remote_resume(struct sdd_run *r)
+{
+    return tell_all(r, "resume", "{}");
 }
 
 sdd_err run_remote_stop(struct sdd_run *r)
@@ -211,9 +239,28 @@ unsigned run_http(void *arg, const char *method, const char *path, const char *b
         snprintf(out, len, "{\"generated_bulks\":%" PRIu64 "}", k);
         return 200;
     }
+    /* A pause: hold (above), then holdat; resume lets go. This node's state mirrors the
+     * coordinator's, so that its /api/state tells it too. */
+    if (strcmp(path, "/api/run/holdat") == 0 && post) {
+        uint64_t k = 0;
+        if (!json_u64(body, "bulks", &k) || atomic_load(&r->hold_req) == 0) {
+            snprintf(out, len, "{\"error\":\"need {\\\"bulks\\\":K} after a hold\"}");
+            return 400;
+        }
+        run_hold_at_local(r, k);
+        sdd_runctl_transition(r->rc, SDD_RUN_PAUSED, "paused by the coordinator");
+        snprintf(out, len, "{\"ok\":true}");
+        return 200;
+    }
+    if (strcmp(path, "/api/run/resume") == 0 && post) {
+        run_resume_local(r);
+        sdd_runctl_transition(r->rc, SDD_RUN_RUNNING, "resumed by the coordinator");
+        snprintf(out, len, "{\"ok\":true}");
+        return 200;
+    }
     if (strcmp(path, "/api/run/end") == 0 && post) {
         uint64_t k = 0;
-        if (!json_u64(body, "bulks", &k) || k == 0 || atomic_load(&r->phase) < RUN_PHASE_HOLD) {
+        if (!json_u64(body, "bulks", &k) || k == 0 || atomic_load(&r->hold_req) == 0) {
             snprintf(out, len, "{\"error\":\"need {\\\"bulks\\\":K > 0} after a hold\"}");
             return 400;
         }

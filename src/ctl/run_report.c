@@ -122,9 +122,9 @@ void run_progress(struct sdd_run *r, FILE *f, double t)
     last_built = tt.built;
     last_t = t;
     char a[32], b[32], c[32];
-    fprintf(f, "\r[%6.1f s] built %s (%s/s)  incomplete %" PRIu64 "  kept %s  written %s  "
+    fprintf(f, "\r[%6.1f s]%s built %s (%s/s)  incomplete %" PRIu64 "  kept %s  written %s  "
                "drops %" PRIu64,
-            t, si((double)tt.built, a, sizeof(a)), si(rate, b, sizeof(b)), tt.incomplete,
+            t, atomic_load(&r->paused) ? " PAUSED" : "", si((double)tt.built, a, sizeof(a)), si(rate, b, sizeof(b)), tt.incomplete,
             si((double)tt.kept, c, sizeof(c)), si((double)tt.written, a, sizeof(a)), tt.dropped);
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];

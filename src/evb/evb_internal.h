@@ -126,6 +126,8 @@ uint64_t evb_ru_wait_ns(const struct sdd_evb_node *n, uint64_t now);
 void evb_ru_hold(struct sdd_evb_node *n);
 uint64_t evb_ru_generated(const struct sdd_evb_node *n);
 sdd_err evb_ru_end(struct sdd_evb_node *n, uint64_t bulks);
+void evb_ru_resume(struct sdd_evb_node *n);
+sdd_err evb_ru_hold_at(struct sdd_evb_node *n, uint64_t bulks);
 
 /* bu.c */
 sdd_err evb_bu_create(struct sdd_evb_node *n);

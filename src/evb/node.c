@@ -649,6 +649,18 @@ void sdd_evb_node_hold(sdd_evb_node *n)
     }
 }
 
+sdd_err sdd_evb_node_hold_at(sdd_evb_node *n, uint64_t bulks)
+{
+    return n->ru ? evb_ru_hold_at(n, bulks) : SDD_OK;
+}
+
+void sdd_evb_node_resume(sdd_evb_node *n)
+{
+    if (n->ru) {
+        evb_ru_resume(n);
+    }
+}
+
 uint64_t sdd_evb_node_generated(const sdd_evb_node *n)
 {
     return n->ru ? evb_ru_generated(n) : 0;

@@ -46,7 +46,7 @@ struct evb_ru {
     bool bu_dead[SDD_EVB_MAX_NODES];
     uint32_t nresend;
     bool done_sent;
-    bool held; /* sdd_evb_node_hold(): generate nothing new until the run's end is known */
+    uint64_t hold_at; /* generate bulks below this only (sdd_evb_node_hold*); UINT64_MAX = all */
 };
 
 sdd_err evb_ru_create(struct sdd_evb_node *n)
@@ -57,6 +57,7 @@ sdd_err evb_ru_create(struct sdd_evb_node *n)
     }
     n->ru = ru;
     ru->r = (uint32_t)n->ru_of[n->self];
+    ru->hold_at = UINT64_MAX;
     ru->npool = n->nbu * (n->o.credits + 1);
     ru->pool = calloc(ru->npool, sizeof(*ru->pool));
     size_t bytes = (size_t)ru->npool * n->slot_size;
@@ -280,7 +281,8 @@ int evb_ru_step(struct sdd_evb_node *n, uint64_t now)
         }
     }
     /* Generate ahead, up to the pool and the rate. */
-    for (int burst = 0; burst < 4 && !ru->held && ru->gen_next < n->nbulks; burst++) {
+    for (int burst = 0; burst < 4 && ru->gen_next < ru->hold_at && ru->gen_next < n->nbulks;
+         burst++) {
         struct ru_bulk *b = &ru->pool[ru->gen_next % ru->npool];
         if (b->state != B_FREE) {
             break;
@@ -431,7 +433,18 @@ bool evb_ru_finished(const struct sdd_evb_node *n)
 
 void evb_ru_hold(struct sdd_evb_node *n)
 {
-    n->ru->held = true;
+    n->ru->hold_at = n->ru->gen_next;
+}
+
+sdd_err evb_ru_hold_at(struct sdd_evb_node *n, uint64_t bulks)
+{
+    if (bulks < n->ru->gen_next) {
+        return SDD_EINVAL;
+    }
+    /* Whole cycles of the rotated schedule: an RU sends bulk k only after the bulks before it
+     * in its order, which may be k + 1 (RU r starts each cycle with BU r + 1). */
+    n->ru->hold_at = (bulks + n->nbu - 1) / n->nbu * n->nbu;
+    return SDD_OK;
 }
 
 uint64_t evb_ru_generated(const struct sdd_evb_node *n)
@@ -446,6 +459,11 @@ sdd_err evb_ru_end(struct sdd_evb_node *n, uint64_t bulks)
         return SDD_EINVAL;
     }
     ru->nseq = (bulks + n->nbu - 1) / n->nbu * n->nbu;
-    ru->held = false;
+    ru->hold_at = UINT64_MAX;
     return SDD_OK;
+}
+
+void evb_ru_resume(struct sdd_evb_node *n)
+{
+    n->ru->hold_at = UINT64_MAX;
 }

@@ -1,6 +1,7 @@
-/* A run whose end is decided while it runs (sdd_evb_node_hold / _generated / _end), with the
- * nodes as threads of one process, as the runtime runs them: every event below the agreed end
- * is built exactly once, none beyond it, and every node finishes. */
+/* A run paused and resumed (sdd_evb_node_hold / _resume), then ended at a length decided while
+ * it runs (hold / _generated / _end), with the nodes as threads of one process, as the runtime
+ * runs them: while held nothing new is generated; every event below the agreed end is built
+ * exactly once, none beyond it, and every node finishes. */
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +24,10 @@ static _Atomic int held;
 static _Atomic uint64_t generated[NODES];
 static _Atomic uint64_t end_bulks;
 static _Atomic int end_err;
+static _Atomic int pause_req; /* 1 hold, 3 hold at hold_k, 2 resume */
+static _Atomic uint64_t hold_k;
+static _Atomic int paused_nodes;
+static _Atomic uint64_t paused_gen[NODES];
 
 struct node_arg {
     sdd_evb_node *n;
@@ -46,7 +51,7 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
 static void *node_main(void *p)
 {
     struct node_arg *a = p;
-    bool did_hold = false, did_end = false;
+    bool did_hold = false, did_end = false, is_paused = false, did_hold_at = false;
     int r = sdd_evb_node_connect(a->n, a->hosts, a->ports, 30000);
     if (r != SDD_OK) {
         a->result = (sdd_err)r;
@@ -54,6 +59,27 @@ static void *node_main(void *p)
         return NULL;
     }
     while ((r = sdd_evb_node_poll(a->n, 1)) > 0) {
+        int pr = atomic_load(&pause_req);
+        if (pr == 1 && !is_paused) {
+            sdd_evb_node_hold(a->n);
+            atomic_store(&paused_gen[a->idx], sdd_evb_node_generated(a->n));
+            is_paused = true;
+            atomic_fetch_add(&paused_nodes, 1);
+        } else if (pr == 1 && sdd_evb_node_generated(a->n) != atomic_load(&paused_gen[a->idx])) {
+            atomic_store(&end_err, 3); /* generated while held */
+        } else if (pr == 3 && !did_hold_at) {
+            uint64_t k = atomic_load(&hold_k), mine = sdd_evb_node_generated(a->n);
+            if ((mine > 0 && sdd_evb_node_hold_at(a->n, mine - 1) != SDD_EINVAL) ||
+                sdd_evb_node_hold_at(a->n, k) != SDD_OK) {
+                atomic_store(&end_err, 4);
+            }
+            did_hold_at = true;
+        } else if (pr == 3 && sdd_evb_node_generated(a->n) > atomic_load(&hold_k)) {
+            atomic_store(&end_err, 5); /* went past the agreed pause point */
+        } else if (pr == 2 && is_paused) {
+            sdd_evb_node_resume(a->n);
+            is_paused = false;
+        }
         if (!did_hold && atomic_load(&phase) >= 1) {
             sdd_evb_node_hold(a->n);
             atomic_store(&generated[a->idx], sdd_evb_node_generated(a->n));
@@ -115,9 +141,36 @@ int main(void)
     for (uint32_t i = 0; i < NODES; i++) {
         CHECK_REQUIRE(pthread_create(&th[i], NULL, node_main, &args[i]) == 0);
     }
-    /* Let the run go until some events are built, then end it. */
+    /* Pause once some events are built: building stops after what was in flight. */
     uint64_t t0 = sdd_now_ns();
-    while (atomic_load(&built_total) < 5000 && sdd_now_ns() - t0 < 20000000000ull) {
+    while (atomic_load(&built_total) < 2000 && sdd_now_ns() - t0 < 20000000000ull) {
+        usleep(1000);
+    }
+    atomic_store(&pause_req, 1);
+    while (atomic_load(&paused_nodes) < NODES) {
+        usleep(100);
+    }
+    /* Agree on the pause point, as for an end: every event below it is built, none beyond. */
+    uint64_t kp = 0;
+    for (uint32_t i = 0; i < NODES; i++) {
+        uint64_t g = atomic_load(&paused_gen[i]);
+        kp = g > kp ? g : kp;
+    }
+    kp = (kp + 1) / 2 * 2; /* whole cycles of the schedule: 2 BUs */
+    atomic_store(&hold_k, kp);
+    atomic_store(&pause_req, 3);
+    t0 = sdd_now_ns();
+    while (atomic_load(&built_total) < kp * o.bulk && sdd_now_ns() - t0 < 10000000000ull) {
+        usleep(1000);
+    }
+    usleep(100000);
+    uint64_t after = atomic_load(&built_total);
+    printf("paused at %" PRIu64 " bulks: %" PRIu64 " events built\n", kp, after);
+    CHECK_EQ(after, kp * o.bulk); /* all of them, complete, and nothing new while paused */
+    atomic_store(&pause_req, 2);
+    /* Then let the run go on, and end it. */
+    t0 = sdd_now_ns();
+    while (atomic_load(&built_total) < after + 3000 && sdd_now_ns() - t0 < 20000000000ull) {
         usleep(1000);
     }
     atomic_store(&phase, 1);

@@ -92,6 +92,10 @@ hp=$(grep -o 'control http://[0-9.]*:[0-9]*' "$dir/http.err" | sed 's|control ht
 state=$("$sddaq" ctl -H "$hp" state) || fail "http: state"
 grep -q '"state":"configured"' <<<"$state" || fail "http: not configured: $state"
 "$sddaq" ctl -H "$hp" pause >/dev/null 2>&1 && fail "http: paused a configured run"
+# built events summed over both builder units, from /metrics
+built_now() {
+    "$sddaq" ctl -H "$hp" metrics | awk '/^sddaq_bu_events_out_total/ { n += $2 } END { print n + 0 }'
+}
 "$sddaq" ctl -H "$hp" start >/dev/null || fail "http: start"
 sleep 1
 metrics=$("$sddaq" ctl -H "$hp" metrics) || fail "http: metrics"
@@ -99,6 +103,19 @@ grep -qE '^sddaq_bu_events_out_total\{stage="bu0",node="local"\} [1-9]' <<<"$met
     fail "http: metrics show no built events"
 grep -qE '^sddaq_process_latency_seconds\{stage="trigger",node="local",quantile="0.99"\} [0-9]' <<<"$metrics" ||
     fail "http: no trigger latency summary"
+# Pause: after what was in flight, nothing more is built; resume: building goes on.
+"$sddaq" ctl -H "$hp" pause >/dev/null || fail "http: pause"
+"$sddaq" ctl -H "$hp" state | grep -q '"state":"paused"' || fail "http: not paused"
+sleep 0.5
+b1=$(built_now)
+sleep 0.5
+b2=$(built_now)
+[ "$b1" = "$b2" ] || fail "http: built $b1 then $b2 while paused"
+"$sddaq" ctl -H "$hp" resume >/dev/null || fail "http: resume"
+sleep 0.5
+b3=$(built_now)
+[ "$b3" -gt "$b2" ] || fail "http: nothing built after resume ($b2 -> $b3)"
+"$sddaq" ctl -H "$hp" pause >/dev/null || fail "http: second pause"
 "$sddaq" ctl -H "$hp" stop >/dev/null || fail "http: stop"
 wait "$bg" || fail "http: run exit $?: $(cat "$dir/http.json" "$dir/http.err")"
 bg=

@@ -19,7 +19,7 @@ cleanup() {
     wait 2>/dev/null
     for i in 0 1 2; do ip netns del "${tag}h$i" 2>/dev/null; done
     ip netns del "$br" 2>/dev/null
-    rm -rf "$work"
+    [ -n "${KEEP_WORK:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
@@ -127,7 +127,30 @@ run_all int || fail "interrupted: coordinator exit $?: $(cat "$work"/int.h*.err)
 wait || true
 [ $(($(date +%s) - t0)) -lt 60 ] || fail "interrupted: took $(($(date +%s) - t0)) s"
 [ "$(field "$work/int.h0.json" accounted)" = True ] || fail "interrupted: $(cat "$work/int.h0.json")"
-# 4. A host killed mid-run: the others go on (the event builder fails its work over and flags
+# 4. Run control across hosts: pause on the coordinator pauses every host at one agreed bulk
+# (nothing half built), resume goes on, stop ends the run everywhere.
+topology evb-emu "duration: 120" >"$work/ctl.yaml"
+ctl() { ip netns exec "${tag}h0" "$sddaq" ctl -H "$1:7020" "${@:2}"; }
+(
+    sleep 2
+    ctl 10.78.0.1 pause >"$work/ctl.pause" 2>&1
+    sleep 0.5
+    ctl 10.78.0.2 state >"$work/ctl.state1"
+    ctl 10.78.0.2 resume >"$work/ctl.wrong" 2>&1 && echo accepted >>"$work/ctl.wrong"
+    ctl 10.78.0.1 resume >"$work/ctl.resume" 2>&1
+    sleep 1
+    ctl 10.78.0.1 stop >"$work/ctl.stop" 2>&1
+) &
+run_all ctl || fail "run control: coordinator exit $?: $(cat "$work"/ctl.h*.err)"
+wait || true
+grep -q '"state":"paused"' "$work/ctl.pause" || fail "run control: pause: $(cat "$work/ctl.pause")"
+grep -q '"state":"paused"' "$work/ctl.state1" || fail "run control: h1 not paused: $(cat "$work/ctl.state1")"
+grep -q accepted "$work/ctl.wrong" && fail "run control: a node other than the coordinator resumed"
+grep -q '"state":"running"' "$work/ctl.resume" || fail "run control: resume: $(cat "$work/ctl.resume")"
+[ "$(field "$work/ctl.h0.json" accounted)" = True ] || fail "run control: $(cat "$work/ctl.h0.json")"
+[ "$(field "$work/ctl.h0.json" incomplete)" = 0 ] || fail "run control: events cut by the pause: $(cat "$work/ctl.h0.json")"
+
+# 5. A host killed mid-run: the others go on (the event builder fails its work over and flags
 # its events), the coordinator ends the run, then reports the error naming the lost host.
 topology evb-emu "duration: 4" >"$work/kill.yaml"
 (sleep 2 && kill -9 "$(pgrep -f "kill.yaml --name h2" | head -1)") &
