@@ -107,6 +107,18 @@ struct sdd_cfg_fragment {
     double sigma;       /* lognormal shape; default 0.5 */
 };
 
+typedef enum { SDD_FRAME_STREAM = 0, SDD_FRAME_JUNGFRAU } sdd_frame_format;
+typedef enum { SDD_FRAME_DROP = 0, SDD_FRAME_PAD, SDD_FRAME_PARTIAL } sdd_frame_missing;
+
+/* Detector frames of a udp or emu-stream / emu-jungfrau source (docs/readout.md). */
+struct sdd_cfg_frame {
+    sdd_frame_format format;   /* udp: what arrives; emu-*: implied by the kind; default stream */
+    uint32_t packets;          /* packets per frame; default 16 (jungfrau: always 128) */
+    uint64_t payload;          /* bytes per packet; default 1K (jungfrau: always 8192) */
+    sdd_frame_missing missing; /* a frame with packets missing: drop (default), pad, partial */
+    double loss;               /* emu-*: probability that a packet is never sent; default 0 */
+};
+
 struct sdd_cfg_source {
     sdd_source_kind kind;          /* default evb-emu */
     uint32_t streams;              /* streams (emulators, boards); default 1 */
@@ -114,6 +126,7 @@ struct sdd_cfg_source {
     uint64_t seed;                 /* default 1 */
     char listen[SDD_CFG_HOST_MAX]; /* udp: "host:port" to receive on */
     struct sdd_cfg_fragment fragment;
+    struct sdd_cfg_frame frame;
     float pileup; /* hough-emu: pileup level of the generated sector events, 0-1000; 200 */
     struct sdd_cfg_pos seed_pos, pileup_pos; /* where seed and pileup were set (0: not) */
 };

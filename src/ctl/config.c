@@ -17,6 +17,8 @@ const char *const cfg_frag_dist_names[] = {"fixed", "uniform", "lognormal", NULL
 const char *const cfg_algo_names[] = {"none", "hough", "rich", "prescale", NULL};
 const char *const cfg_writer_names[] = {"hdf5", "raw", "null", NULL};
 const char *const cfg_transport_names[] = {"auto", "ring", "fabric", NULL};
+const char *const cfg_frame_format_names[] = {"stream", "jungfrau", NULL};
+const char *const cfg_frame_missing_names[] = {"drop", "pad", "partial", NULL};
 
 static const char *name_of(const char *const *names, size_t count, unsigned v)
 {
@@ -225,6 +227,8 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->source.fragment.size = 4096;
         s->source.fragment.sigma = 0.5;
         s->source.pileup = 200.0f;
+        s->source.frame.packets = 16;
+        s->source.frame.payload = 1024;
         break;
     case SDD_STAGE_RU:
     case SDD_STAGE_BU:

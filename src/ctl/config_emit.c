@@ -115,6 +115,28 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
             put_str(b, c->listen);
             sbuf_put(b, "\n");
         }
+        if (c->kind == SDD_SRC_UDP || c->kind == SDD_SRC_EMU_STREAM ||
+            c->kind == SDD_SRC_EMU_JUNGFRAU) {
+            sbuf_put(b, "    frame:\n");
+            if (c->kind == SDD_SRC_UDP) {
+                sbuf_put(b, "      format: %s\n", c->frame.format == SDD_FRAME_JUNGFRAU ? "jungfrau"
+                                                                                   : "stream");
+            }
+            bool jf = c->kind == SDD_SRC_EMU_JUNGFRAU ||
+                      (c->kind == SDD_SRC_UDP && c->frame.format == SDD_FRAME_JUNGFRAU);
+            if (!jf) {
+                sbuf_put(b, "      packets: %u\n      payload: ", c->frame.packets);
+                put_size(b, c->frame.payload);
+                sbuf_put(b, "\n");
+            }
+            static const char *const missing[] = {"drop", "pad", "partial"};
+            sbuf_put(b, "      missing: %s\n", missing[c->frame.missing % 3]);
+            if (c->kind != SDD_SRC_UDP) {
+                sbuf_put(b, "      loss: ");
+                put_double(b, c->frame.loss);
+                sbuf_put(b, "\n");
+            }
+        }
         if (c->kind == SDD_SRC_HOUGH_EMU) {
             sbuf_put(b, "    pileup: ");
             put_float(b, c->pileup);

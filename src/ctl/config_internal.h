@@ -15,6 +15,8 @@ extern const char *const cfg_frag_dist_names[];
 extern const char *const cfg_algo_names[];
 extern const char *const cfg_writer_names[];
 extern const char *const cfg_transport_names[];
+extern const char *const cfg_frame_format_names[];
+extern const char *const cfg_frame_missing_names[];
 
 /* Defaults that fill and emit share. */
 #define CFG_DEFAULT_CONTROL_PORT 7020u

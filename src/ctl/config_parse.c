@@ -539,6 +539,14 @@ static const struct field stage_feedback[] = {
     FLD(stg, size, F_SIZE, feedback.size, 4096, 1u << 30),
     FLD(stg, port, F_U32, feedback.port, 0, 65535),
 };
+static const struct field frame_fields[] = {
+    FENUM(struct sdd_cfg_frame, format, format, cfg_frame_format_names),
+    FLD(struct sdd_cfg_frame, packets, F_U32, packets, 1, 65536),
+    FLD(struct sdd_cfg_frame, payload, F_SIZE, payload, 1, 65459),
+    FENUM(struct sdd_cfg_frame, missing, missing, cfg_frame_missing_names),
+    FLD(struct sdd_cfg_frame, loss, F_DOUBLE, loss, 0, 1),
+};
+
 static const struct field fragment_fields[] = {
     FENUM(struct sdd_cfg_fragment, dist, dist, cfg_frag_dist_names),
     FLD(struct sdd_cfg_fragment, size, F_SIZE, size, 1, 64u << 20),
@@ -601,7 +609,8 @@ static void require(struct pctx *c, yaml_node_t *map, const char *path, const ch
 struct stage_arg {
     struct sdd_cfg_stage *s;
     bool type_known;
-    yaml_node_t *fragment_key, *listen_key, *factor_key, *pileup_key, *min_pt_key;
+    yaml_node_t *fragment_key, *listen_key, *factor_key, *pileup_key, *min_pt_key, *frame_key;
+    yaml_node_t *frame_format, *frame_geometry, *frame_loss; /* keys given inside frame */
 };
 
 static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_node_t *vn, void *arg,
@@ -620,6 +629,17 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
         return; /* the type error says enough */
     }
     const struct type_table *tt = &type_tables[a->s->type];
+    if (a->s->type == SDD_STAGE_SOURCE && strcmp(key, "frame") == 0) {
+        a->frame_key = kn;
+        if (vn != NULL && vn->type == YAML_MAPPING_NODE) { /* parse_table reports the rest */
+            a->frame_format = lookup(c, vn, "format", NULL);
+            yaml_node_t *g = lookup(c, vn, "packets", NULL);
+            a->frame_geometry = g != NULL ? g : lookup(c, vn, "payload", NULL);
+            a->frame_loss = lookup(c, vn, "loss", NULL);
+        }
+        parse_table(c, vn, path, frame_fields, NTAB(frame_fields), &a->s->source.frame, "frame");
+        return;
+    }
     if (a->s->type == SDD_STAGE_SOURCE && strcmp(key, "fragment") == 0) {
         a->fragment_key = kn;
         parse_table(c, vn, path, fragment_fields, NTAB(fragment_fields), &a->s->source.fragment,
@@ -643,7 +663,8 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
     /* Say so when the key belongs to another stage type. */
     for (int t = 0; t < SDD_STAGE_TYPE_COUNT; t++) {
         if (find_field(type_tables[t].tab, type_tables[t].n, key) != NULL ||
-            (t == SDD_STAGE_SOURCE && strcmp(key, "fragment") == 0)) {
+            (t == SDD_STAGE_SOURCE &&
+             (strcmp(key, "fragment") == 0 || strcmp(key, "frame") == 0))) {
             perr(c, kn, path, "key is not valid for a '%s' stage (it belongs to '%s' stages)",
                  sdd_stage_type_name(a->s->type), sdd_stage_type_name((sdd_stage_type)t));
             return;
@@ -659,7 +680,7 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
         }
     }
     if (a->s->type == SDD_STAGE_SOURCE && used < sizeof(list)) {
-        snprintf(list + used, sizeof(list) - used, ", fragment");
+        snprintf(list + used, sizeof(list) - used, ", fragment, frame");
     }
     perr(c, kn, path, "unknown key for a '%s' stage (expected one of: %s)",
          sdd_stage_type_name(a->s->type), list);
@@ -732,6 +753,26 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
             perr(c, a.pileup_key, sub,
                  "only a 'hough-emu' source has a pileup level (this one is '%s')",
                  sdd_source_kind_name(s->source.kind));
+        }
+        sdd_source_kind k = s->source.kind;
+        bool framed = k == SDD_SRC_UDP || k == SDD_SRC_EMU_STREAM || k == SDD_SRC_EMU_JUNGFRAU;
+        mkpath(sub, sizeof(sub), "%s.frame", path);
+        if (a.frame_key != NULL && !framed) {
+            perr(c, a.frame_key, sub,
+                 "only 'udp', 'emu-stream' and 'emu-jungfrau' sources have frames (this one "
+                 "is '%s')",
+                 sdd_source_kind_name(k));
+        } else if (a.frame_format != NULL && k != SDD_SRC_UDP) {
+            perr(c, a.frame_format, sub, "the '%s' kind sets the frame format itself",
+                 sdd_source_kind_name(k));
+        } else if (a.frame_loss != NULL && k == SDD_SRC_UDP) {
+            perr(c, a.frame_loss, sub, "loss is injected by emulators, not by a 'udp' source");
+        }
+        if (a.frame_geometry != NULL && (k == SDD_SRC_EMU_JUNGFRAU ||
+                                         (k == SDD_SRC_UDP &&
+                                          s->source.frame.format == SDD_FRAME_JUNGFRAU))) {
+            perr(c, a.frame_geometry, sub,
+                 "jungfrau frames are always 128 packets of 8192 bytes");
         }
         const struct sdd_cfg_fragment *f = &s->source.fragment;
         if (a.fragment_key != NULL && (f->min != 0 || f->max != 0) &&

@@ -270,6 +270,9 @@ static void monitor(struct sdd_run *r)
             stopping = true;
             stop_ns = now;
             stop_sources(r);
+            /* Detector streams end with the run: the RUs still need frames up to the end
+             * bulk, which are on their way or in the receivers; after that, missing. */
+            run_evb_readout_stop(r);
         }
         if (stopping && now - stop_ns > DRAIN_TIMEOUT_NS &&
             atomic_load(&r->phase) != RUN_PHASE_ABORT) {
@@ -525,8 +528,10 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
         r->t_start_ns = sdd_now_ns();
         summary->ran = true;
         atomic_store(&r->phase, RUN_PHASE_GO);
+        run_evb_readout_start(r);
         monitor(r);
     }
+    run_evb_readout_stop(r);
     join_all(r);
     run_stages_close(r); /* writers close their files: the run's data is complete now */
     if (atomic_load(&r->failed) == 0 && err == SDD_OK && started) {

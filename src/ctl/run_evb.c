@@ -58,6 +58,11 @@ static const struct sdd_cfg_stage *source_of(const sdd_config *cfg, const struct
 
 static bool same_fragments(const struct sdd_cfg_source *a, const struct sdd_cfg_source *b)
 {
+    if (run_readout_kind(a->kind) && run_readout_kind(b->kind)) {
+        /* Readout sources may differ in kind (an emulator beside a real stream) and rate,
+         * not in frame size: every RU's slots are sized alike. */
+        return run_readout_frame_bytes(a) == run_readout_frame_bytes(b);
+    }
     return a->kind == b->kind && a->rate == b->rate && a->fragment.dist == b->fragment.dist &&
            a->fragment.size == b->fragment.size && a->fragment.min == b->fragment.min &&
            a->fragment.max == b->fragment.max && a->fragment.sigma == b->fragment.sigma;
@@ -102,9 +107,9 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
         if (src == NULL) {
             return SDD_ENOTSUP;
         }
-        if (src->source.kind != SDD_SRC_EVB_EMU && src->source.kind != SDD_SRC_HOUGH_EMU) {
-            SDD_ERROR(LOG, "%s: sources of kind '%s' are not run by `sddaq run` yet (evb-emu "
-                           "and hough-emu are)", src->name, sdd_source_kind_name(src->source.kind));
+        if (src->source.kind == SDD_SRC_EMU_NA62) {
+            SDD_ERROR(LOG, "%s: emu-na62 sources are not run by `sddaq run` yet (they feed the "
+                           "RICH trigger, which is not a stage of a chain yet)", src->name);
             return SDD_ENOTSUP;
         }
         if (src->source.streams != 1) {
@@ -114,7 +119,8 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
         }
         if (first_src != NULL && !same_fragments(&src->source, &first_src->source)) {
             SDD_ERROR(LOG, "%s: the sources of one event builder must agree on kind, rate and "
-                           "fragment sizes (as %s)", src->name, first_src->name);
+                           "fragment sizes, or be readout sources with frames of one size (as "
+                           "%s)", src->name, first_src->name);
             return SDD_EINVAL;
         }
         first_src = src;
@@ -153,6 +159,16 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
 /* Move what the node counted since the last call into its stages' counters. */
 static void publish_evb(struct run_evb_node *e)
 {
+    if (e->readout != NULL) {
+        struct run_readout_counts c;
+        run_readout_counts(e->readout, &c);
+        struct run_stage *src = e->source;
+        sdd_metric_add(src->m.events_out, c.frames - e->rd_last.frames);
+        sdd_metric_add(src->m.bytes_in, c.bytes - e->rd_last.bytes);
+        sdd_metric_add(src->m.dropped, c.missing - e->rd_last.missing);
+        sdd_metric_add(src->m.errors, c.corrupt - e->rd_last.corrupt);
+        e->rd_last = c;
+    }
     struct sdd_evb_stats now;
     sdd_evb_node_stats(e->n, &now);
     struct sdd_evb_stats *was = &e->last;
@@ -312,7 +328,28 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     }
     o->events = r->events;
     uint32_t max_payload = 1;
-    if (src->source.kind == SDD_SRC_HOUGH_EMU) {
+    if (run_readout_kind(src->source.kind)) {
+        max_payload = run_readout_frame_bytes(&src->source);
+        o->src.dist = SDD_EVB_SIZE_FIXED;
+        o->src.mean = max_payload;
+        o->rate = 0; /* the detector sets the pace */
+        for (uint32_t i = 0; i < nru; i++) {
+            struct run_evb_node *e = rus[i]->evb;
+            e->source = &r->st[source_of(cfg, rus[i]->cfg) - cfg->stages];
+            if (!e->local) {
+                continue;
+            }
+            bool limited = cfg->run.events > 0 || r->o.events > 0;
+            sdd_err err = run_readout_create(e->source->cfg, i, limited ? r->events : 0,
+                                             o->bulk, &e->readout);
+            if (err != SDD_OK) {
+                return err;
+            }
+            snprintf(e->source->detail, sizeof(e->source->detail), "%s %s",
+                     sdd_source_kind_name(e->source->cfg->source.kind),
+                     run_readout_where(e->readout));
+        }
+    } else if (src->source.kind == SDD_SRC_HOUGH_EMU) {
         /* Every RU's slots are sized alike, for the largest stub block of any source, so a
          * node also generates the other nodes' sources once to know theirs. */
         for (uint32_t i = 0; i < nru; i++) {
@@ -441,6 +478,9 @@ sdd_err run_evb_setup(struct sdd_run *r)
         if (e->feed != NULL) {
             no.feed = run_hough_feed_bind(e->feed);
         }
+        if (e->readout != NULL) {
+            no.feed = run_readout_bind(e->readout);
+        }
         if (e->bu != NULL) {
             no.on_event = on_event;
             no.on_event_arg = e->bu;
@@ -489,11 +529,39 @@ void run_evb_join(struct sdd_run *r)
     }
 }
 
+void run_evb_readout_start(struct sdd_run *r)
+{
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        if (r->evb[i].readout != NULL && run_readout_start(r->evb[i].readout) != SDD_OK) {
+            run_fail(r, r->evb[i].source, SDD_ENOMEM, "cannot start the detector emulator");
+        }
+    }
+}
+
+void run_evb_readout_stop(struct sdd_run *r)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        run_readout_stop(r->evb[i].readout);
+        any |= r->evb[i].readout != NULL;
+    }
+    if (!any) {
+        return;
+    }
+    struct timespec ts = {0, 300000000L}; /* frames still on their way */
+    nanosleep(&ts, NULL);
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        run_readout_close(r->evb[i].readout);
+    }
+}
+
 void run_evb_destroy(struct sdd_run *r)
 {
     for (uint32_t i = 0; i < r->nevb; i++) {
         struct run_evb_node *e = &r->evb[i];
         sdd_evb_node_destroy(e->n);
+        run_readout_destroy(e->readout); /* after the node: its feed holds receiver frames */
+        e->readout = NULL;
         e->n = NULL;
         run_hough_feed_destroy(e->feed);
         e->feed = NULL;

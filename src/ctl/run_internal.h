@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "run_hough_feed.h"
+#include "run_readout.h"
 #include "sddaq/config.h"
 #include "sddaq/ctl.h"
 #include "sddaq/evb.h"
@@ -117,6 +118,9 @@ struct run_evb_node {
     sdd_evb_node *n;
     struct run_stage *ru, *bu; /* either may be NULL */
     struct run_hough_feed *feed;
+    struct run_readout *readout;   /* the RU's source when it is detector readout */
+    struct run_stage *source;      /* that source stage (its counters) */
+    struct run_readout_counts rd_last; /* node thread: what went into the counters already */
     pthread_t th;
     bool started;
     bool held, ended;      /* holding; ended (node thread only) */
@@ -201,6 +205,9 @@ bool run_stopping(const struct sdd_run *r);
 sdd_err run_evb_setup(struct sdd_run *r);
 sdd_err run_evb_start(struct sdd_run *r);
 void run_evb_join(struct sdd_run *r);
+/* Start the detector emulators (with the run); stop them (once the builders are done). */
+void run_evb_readout_start(struct sdd_run *r);
+void run_evb_readout_stop(struct sdd_run *r);
 void run_evb_destroy(struct sdd_run *r);
 
 /* run_stages.c */

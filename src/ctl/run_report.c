@@ -91,7 +91,9 @@ static void add_totals(struct sdd_run *r, struct totals *t)
             break;
         }
         uint64_t d = sdd_metric_counter_value(s->m.dropped);
-        t->dropped += d;
+        /* A readout source's drops are frames its events miss: those events are built,
+         * flagged incomplete, not dropped. */
+        t->dropped += s->cfg->type == SDD_STAGE_SOURCE ? 0 : d;
         t->dropped_bu += s->cfg->type == SDD_STAGE_BU ? d : 0;
         t->dropped_process += s->first_decision ? d : 0;
     }

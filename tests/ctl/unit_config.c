@@ -110,6 +110,9 @@ static void check_round_trip(const sdd_config *cfg)
             if (x->source.kind == SDD_SRC_HOUGH_EMU) {
                 CHECK(x->source.pileup == y->source.pileup);
             }
+            if (x->source.kind == SDD_SRC_EMU_STREAM || x->source.kind == SDD_SRC_UDP) {
+                CHECK(memcmp(&x->source.frame, &y->source.frame, sizeof(x->source.frame)) == 0);
+            }
         }
     }
     free(a);
@@ -293,6 +296,53 @@ static void test_quoting(void)
 
 /* The hough-emu source kind: its pileup key (default, range, emit round trip, only for
  * hough-emu) and the checks across hough-emu sources (shared seed and pileup, at most 6). */
+/* Readout sources: the frame mapping, its defaults, what each kind may set, and round trips. */
+static void test_frames(void)
+{
+    sdd_config *cfg =
+        parse_ok("stages:\n"
+                 "  - {name: a, type: source, kind: emu-stream, rate: 5000,\n"
+                 "     frame: {packets: 8, payload: 4K, missing: pad, loss: 0.01}}\n"
+                 "  - {name: b, type: source, kind: udp, listen: \"0.0.0.0:5000\",\n"
+                 "     frame: {format: jungfrau, missing: partial}}\n"
+                 "  - {name: c, type: source, kind: emu-jungfrau}\n"
+                 "  - {name: w, type: writer, format: null}\n"
+                 "links: [{from: a, to: w}, {from: b, to: w}, {from: c, to: w}]\n",
+                 "f.yaml");
+    CHECK_REQUIRE(cfg != NULL);
+    const struct sdd_cfg_frame *fa = &cfg->stages[0].source.frame;
+    CHECK(fa->packets == 8 && fa->payload == 4096 && fa->missing == SDD_FRAME_PAD &&
+          fa->loss == 0.01 && fa->format == SDD_FRAME_STREAM);
+    const struct sdd_cfg_frame *fb = &cfg->stages[1].source.frame;
+    CHECK(fb->format == SDD_FRAME_JUNGFRAU && fb->missing == SDD_FRAME_PARTIAL);
+    const struct sdd_cfg_frame *fc = &cfg->stages[2].source.frame;
+    CHECK(fc->packets == 16 && fc->payload == 1024 && fc->missing == SDD_FRAME_DROP &&
+          fc->loss == 0);
+    check_round_trip(cfg);
+    char *text = NULL;
+    CHECK_OK(sdd_config_emit(cfg, &text, NULL));
+    CHECK_REQUIRE(text != NULL);
+    CHECK(strstr(text, "    frame:\n      packets: 8\n      payload: 4K\n      missing: pad\n"
+                       "      loss: 0.01\n") != NULL);
+    CHECK(strstr(text, "    frame:\n      format: jungfrau\n      missing: partial\n") != NULL);
+    free(text);
+    sdd_config_destroy(cfg);
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, frame: {packets: 4}}\n",
+                 "2:29: stages[0].frame", "only 'udp', 'emu-stream' and 'emu-jungfrau'");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: emu-stream, frame: {format: stream}}\n",
+                 "2:55: stages[0].frame", "sets the frame format itself");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: udp, listen: \"h:1\", frame: {loss: 0.1}}\n",
+                 "2:63: stages[0].frame", "loss is injected by emulators");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: emu-jungfrau, frame: {packets: 4}}\n",
+                 "2:57: stages[0].frame", "always 128 packets of 8192 bytes");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: emu-stream, frame: {packets: 0}}\n",
+                 "2:64: stages[0].frame.packets", "out of range");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: emu-stream, frame: {missing: keep}}\n",
+                 "2:64: stages[0].frame.missing", "expected one of: drop, pad, partial");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: emu-stream, frame: {loss: 2}}\n",
+                 "2:61: stages[0].frame.loss", "out of range");
+}
+
 static void test_hough_emu(void)
 {
     CHECK(strcmp(sdd_source_kind_name(SDD_SRC_HOUGH_EMU), "hough-emu") == 0);
@@ -744,6 +794,7 @@ int main(void)
     test_minimal();
     test_quoting();
     test_hough_emu();
+    test_frames();
     test_syntax_and_types();
     test_stage_keys();
     test_graph();

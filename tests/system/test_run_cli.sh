@@ -157,6 +157,48 @@ ids=$("$sddaq" inspect "$raw" --json --dump 1000 |
     "$py" -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(all(x["id"]%7==0 for x in e), len({x["id"] for x in e}))')
 [ "$ids" = "True 1000" ] || fail "prescale: ids not 1000 distinct multiples of 7: $ids"
 
+# 5b. Detector readout as the source: two emulated UDP detectors (4 x 1 KiB packets per frame,
+# 10000 frames/s, one with 0.1 % packet loss) -> receivers -> RUs -> BUs -> raw file. Every
+# event is built once; events whose frame was damaged leave flagged, and the file says so.
+cat >"$dir/readout.yaml" <<EOF
+run: {name: ro, output_dir: $dir/ro}
+fabric: {provider: tcp}
+nodes: [{name: n, control_port: 0}]
+stages:
+  - {name: det0, type: source, kind: emu-stream, rate: 10000, frame: {packets: 4, payload: 1K, loss: 0.001}}
+  - {name: det1, type: source, kind: emu-stream, rate: 10000, frame: {packets: 4, payload: 1K}}
+  - {name: ru0, type: ru, bulk_size: 32}
+  - {name: ru1, type: ru, bulk_size: 32}
+  - {name: bu0, type: bu, bulk_size: 32}
+  - {name: bu1, type: bu, bulk_size: 32}
+  - {name: out, type: writer, format: raw}
+links:
+  - {from: det0, to: ru0}
+  - {from: det1, to: ru1}
+  - {from: ru0, to: bu0}
+  - {from: ru0, to: bu1}
+  - {from: ru1, to: bu0}
+  - {from: ru1, to: bu1}
+  - {from: bu0, to: out}
+  - {from: bu1, to: out}
+EOF
+json=$("$sddaq" run "$dir/readout.yaml" -n 10000 -q --no-http --json 2>"$dir/ro.err") ||
+    fail "readout: $(cat "$dir/ro.err")"
+ok_run "$json" "readout"
+[ "$(field "$json" built)" = 10000 ] || fail "readout: built: $json"
+inc=$(field "$json" incomplete)
+miss0=$(stage "$json" det0 dropped)
+miss1=$(stage "$json" det1 dropped)
+[ "$miss0" -gt 0 ] || fail "readout: no frame lost despite injected loss: $json"
+[ "$(($(stage "$json" det0 events_out) + miss0))" = 10000 ] || fail "readout: det0 frames: $json"
+[ "$(($(stage "$json" det1 events_out) + miss1))" = 10000 ] || fail "readout: det1 frames: $json"
+[ "$inc" -ge "$miss0" ] && [ "$inc" -le $((miss0 + miss1)) ] ||
+    fail "readout: $inc incomplete events for $miss0 + $miss1 missing frames: $json"
+[ $(($(field "$json" complete) + inc)) = 10000 ] || fail "readout: complete + incomplete: $json"
+out=$("$sddaq" inspect "$(stage "$json" out detail)") || fail "readout: inspect"
+grep -q "^records  *10000$" <<<"$out" || fail "readout: records: $out"
+grep -q "^flags  *$((10000 - inc)) clean, $inc flagged" <<<"$out" || fail "readout: flags: $out"
+
 # 6. Topologies the runtime cannot run yet, and broken ones: exit 2 and a message.
 "$sddaq" run "$examples/readout-rich.yaml" -q --no-http >/dev/null 2>"$dir/e.txt"
 [ $? = 2 ] || fail "readout-rich: exit"

@@ -1,0 +1,55 @@
+/* Detector readout as a source of a run: a receiver, a feed for its RU, and for emulated
+ * sources the emulator thread (run_readout.c). Internal to src/ctl. */
+#ifndef SDDAQ_CTL_RUN_READOUT_H
+#define SDDAQ_CTL_RUN_READOUT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sddaq/config.h"
+#include "sddaq/evb.h"
+#include "sddaq/readout.h"
+
+struct run_readout;
+
+struct run_readout_counts {
+    uint64_t frames;       /* frames turned into fragments */
+    uint64_t missing;      /* events given out empty: their frame was dropped or never came */
+    uint64_t packets_lost; /* receiver: packets missing when their frame closed */
+    uint64_t corrupt;      /* receiver: datagrams its parser refused */
+    uint64_t bytes;        /* receiver: datagram bytes read */
+};
+
+/* Is k a source kind this module runs (udp, emu-stream, emu-jungfrau)? */
+bool run_readout_kind(sdd_source_kind k);
+
+/* Bytes of one frame of source s: the RU's fragment payload. */
+uint32_t run_readout_frame_bytes(const struct sdd_cfg_source *s);
+
+/* Receiver (and emulator, not yet sending) for a source stage: stream id `stream`; an
+ * emulator sends `frames` frames (0 = until stopped); bulk: the RU's events per bulk. The
+ * receiver runs from here on. Returns SDD_OK or the error (logged with the stage's name). */
+sdd_err run_readout_create(const struct sdd_cfg_stage *stage, uint32_t stream, uint64_t frames,
+                           uint32_t bulk, struct run_readout **out);
+
+/* The RU's feed (sdd_evb_opts.feed): node thread only, like the counts below. */
+struct sdd_evb_feed run_readout_bind(struct run_readout *rd);
+void run_readout_counts(const struct run_readout *rd, struct run_readout_counts *c);
+
+/* Start the emulator's thread (nothing for udp); stop and join it. An emulator that runs out
+ * of frames closes the stream itself, a moment after its last send. */
+sdd_err run_readout_start(struct run_readout *rd);
+void run_readout_stop(struct run_readout *rd);
+
+/* The stream is over (the run is ending): stop the receiver, so that every event whose frame
+ * has not come is given out missing. Call a moment after the last frames were sent. */
+void run_readout_close(struct run_readout *rd);
+
+/* "host:port" the receiver listens on. */
+const char *run_readout_where(const struct run_readout *rd);
+
+/* Stop everything and free; NULL is fine. */
+void run_readout_destroy(struct run_readout *rd);
+
+#endif
