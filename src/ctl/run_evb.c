@@ -142,7 +142,7 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
     struct run_item v = {.flags = ev->flags,
                          .id = ev->event_id,
                          .built_ns = tls_bulk_ns,
-                         .bytes = (uint32_t)sdd_evb_event_size(ev),
+                         .bytes = ev->bytes, /* fragment bytes: no need to walk them here */
                          .kept = 1,
                          .pooled = false,
                          .ev = ev};

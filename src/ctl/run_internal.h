@@ -39,7 +39,7 @@ struct run_item {
     uint32_t flags; /* SDD_EVB_EV_* */
     uint64_t id;
     uint64_t built_ns;
-    uint32_t bytes;            /* serialized size (data[] when pooled) */
+    uint32_t bytes;            /* pooled: serialized size in data[]; view: fragment bytes */
     _Atomic uint32_t ntracks;  /* set by a hough stage */
     _Atomic uint32_t kept;     /* 1 unless a process stage rejected it */
     _Atomic uint32_t tflags;   /* flags a process stage adds (RUN_FLAG_TRIGGER_ERROR) */

@@ -29,7 +29,7 @@ struct run_readout {
     bool emu_running;
     _Atomic bool stopped; /* the runtime stopped the emulator (else it ran out of frames) */
     bool closed;          /* the receiver is stopped: every event not yet decided is missing */
-    char where[96];
+    char where[SDD_CFG_HOST_MAX + 8]; /* "host:port" */
 };
 
 static sdd_ro_format format_of(const struct sdd_cfg_source *s)
