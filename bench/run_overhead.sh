@@ -22,6 +22,8 @@
 #              --smoke: 1/64 of that)
 #   --repeat   A/B pairs per point (default 5; --smoke: 1)
 #   --default-seconds  length of the default-chain run (default 5; --smoke: 2; 0 skips it)
+#   --no-pin   let the OS place every thread (default: event-builder node k runs on CPU k, in the
+#              runtime through the topology's cores and in the bare builder through --pin)
 # A provider that `sddaq info` does not find is reported as missing and skipped. Exit 0 when
 # every run ended cleanly (missed targets are reported, not fatal); 1 when a run failed, did
 # not account for every event, or a provider was missing; 2 on bad usage.
@@ -38,6 +40,7 @@ smoke=0
 run_timeout=""
 out=""
 keep_logs=0
+pin=1
 lock=/tmp/sddaq-bench.lock
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3 || echo python3)
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
     --timeout) run_timeout=${2:?--timeout needs seconds}; shift 2 ;;
     --out) out=${2:?--out needs a file}; shift 2 ;;
     --keep-logs) keep_logs=1; shift ;;
+    --no-pin) pin=0; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "run_overhead.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -139,7 +143,11 @@ for p in "${prov_list[@]}"; do
 done
 
 topo_for() { # provider fragment-bytes -> path of a checked topology
-    local p=$1 f=$2 file="$tmp/topo-$1-$2.yaml"
+    local p=$1 f=$2 file="$tmp/topo-$1-$2.yaml" cores0="" cores1=""
+    if [ "$pin" = 1 ]; then # event-builder node k on CPU k, as `evb launch --pin` places node k
+        cores0=", cores: \"0\""
+        cores1=", cores: \"$((1 % $(nproc)))\""
+    fi
     cat >"$file" <<EOF
 # bench/run_overhead.sh: the bare event builder's shape inside the runtime
 run: {name: overhead}
@@ -149,10 +157,10 @@ nodes:
 stages:
   - {name: src0, type: source, kind: evb-emu, streams: 1, seed: 1, fragment: {dist: fixed, size: $f}}
   - {name: src1, type: source, kind: evb-emu, streams: 1, seed: 1, fragment: {dist: fixed, size: $f}}
-  - {name: ru0, type: ru, bulk_size: 64, credits: 4}
-  - {name: ru1, type: ru, bulk_size: 64, credits: 4}
-  - {name: bu0, type: bu, bulk_size: 64, credits: 4}
-  - {name: bu1, type: bu, bulk_size: 64, credits: 4}
+  - {name: ru0, type: ru, bulk_size: 64, credits: 4$cores0}
+  - {name: ru1, type: ru, bulk_size: 64, credits: 4$cores1}
+  - {name: bu0, type: bu, bulk_size: 64, credits: 4$cores0}
+  - {name: bu1, type: bu, bulk_size: 64, credits: 4$cores1}
   - {name: proc, type: process, algorithm: none}
   - {name: out, type: writer, format: "null"}
 links:
@@ -226,6 +234,7 @@ measure() {
         cmd=("$sddaq" run "${topo[$p/$f]}" -n "$n" -q --no-http --json)
     else
         cmd=("$sddaq" evb launch -n 2 -p "$p" -e "$n" -s "$f" -b 64 -c 4 --verify header --json)
+        [ "$pin" = 1 ] && cmd+=(--pin)
     fi
     timed "$file" "$run_timeout" "${cmd[@]}"
     rc=$?
@@ -235,6 +244,8 @@ measure() {
 
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //')
 ncpu=$(nproc 2>/dev/null || echo '?')
+placement="nothing pinned"
+[ "$pin" = 1 ] && placement="event-builder node k on CPU k in both (topology cores / evb launch --pin)"
 echo "machine: $ncpu CPUs, ${cpu_model:-unknown CPU}, $(uname -sr)"
 echo "sddaq:   $sddaq"
 
@@ -258,7 +269,7 @@ if [ -f "$quiet_tool" ]; then
 fi
 echo "quiet:   $quiet_line; lock $lock $lock_line"
 echo "setup:   $repeat A/B pair(s) per point (ABBA), bulk 64, credits 4, verify header," \
-    "2 sources/RUs/BUs; nothing pinned"
+    "2 sources/RUs/BUs; $placement"
 
 start=$(date +%s.%N)
 failed=0
@@ -334,7 +345,7 @@ command_line+=" --repeat $repeat --default-seconds $default_seconds"
     --meta "smoke=$smoke" --meta "providers=$providers" --meta "frag_sizes=$frag_sizes" \
     --meta "default_seconds=$default_seconds" --meta "run_timeout_s=$run_timeout" \
     --meta "elapsed_s=$elapsed" --meta "auto_provider=${auto_provider:-unknown}" \
-    --meta "placement=not pinned (the OS places every thread)" \
+    --meta "placement=$placement" \
     --meta "command=$command_line"
 report_rc=$?
 [ -n "${write_cmp:-}" ] && echo "$write_cmp"

@@ -17,6 +17,7 @@
 
 #include "cli.h"
 #include "sddaq/clock.h"
+#include "sddaq/cpu.h"
 #include "sddaq/evb.h"
 #include "sddaq/fabric.h"
 #include "sddaq/log.h"
@@ -39,6 +40,7 @@ struct evb_cli {
     double perf_s;
     uint32_t repeat;
     bool verify_given;
+    bool pin; /* launch: node i runs on CPU i mod the CPU count */
 };
 
 static void usage(FILE *out)
@@ -67,6 +69,7 @@ static void usage(FILE *out)
             "      --record FILE    run: append 16-byte records (event, flags, present) per event\n"
             "      --kill NODE --kill-after EVENTS   launch: SIGKILL NODE after EVENTS built\n"
             "      --wait MODE      adaptive | spin | block (default adaptive)\n"
+            "      --pin            launch: node i runs on CPU i mod the CPU count\n"
             "      --json           one JSON object per result\n"
             "  bench: (default --verify header) --frag-sizes L, --bulks L, --credit-list L (lists "
             "like 1K,4K),\n"
@@ -98,6 +101,7 @@ enum {
     O_CREDITS,
     O_PERF_S,
     O_REPEAT,
+    O_PIN,
     O_WAIT,
 };
 
@@ -241,6 +245,9 @@ static int parse_option(struct evb_cli *c, int opt, const char *arg)
         return o->wait_mode >= 0 ? 0 : -1;
     case O_REPEAT:
         return u32_arg(arg, 1, 99, &c->repeat);
+    case O_PIN:
+        c->pin = true;
+        return 0;
     case O_PERF_S:
         return cli_parse_double(arg, &c->perf_s) == 0 && c->perf_s > 0 ? 0 : -1;
     }
@@ -280,6 +287,7 @@ static int parse_args(int argc, char **argv, struct evb_cli *c)
         {"credit-list", required_argument, NULL, O_CREDITS},
         {"perf-seconds", required_argument, NULL, O_PERF_S},
         {"repeat", required_argument, NULL, O_REPEAT},
+        {"pin", no_argument, NULL, O_PIN},
         {"wait", required_argument, NULL, O_WAIT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -480,6 +488,9 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         pids[i] = fork();
         if (pids[i] == 0) {
             o.node = i;
+            if (c->pin && sdd_cpu_pin_self((int)(i % (uint32_t)sdd_cpu_count())) != SDD_OK) {
+                _exit(2);
+            }
             _exit(launch_child(o, pw[i][1], lr[i][0]));
         }
     }

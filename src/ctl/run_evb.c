@@ -4,6 +4,8 @@
  * of them live in this process and are joined by the fabric as they would be across hosts.
  * A BU's built events become pooled items for the next stage. */
 #include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
+#include "sddaq/cpu.h"
 #include "sddaq/log.h"
 
 #define LOG "run"
@@ -208,24 +211,52 @@ static void node_finished(struct run_evb_node *e)
     }
 }
 
+/* The node thread may run on the CPUs of its ru stage's cores (else its bu stage's). */
+static sdd_err pin_node(const struct run_stage *s)
+{
+    if (s->cfg->cores[0] == '\0') {
+        return SDD_OK;
+    }
+    int cpus[SDD_CFG_CPU_LIMIT + 1];
+    int n = sdd_cpu_parse_list(s->cfg->cores, cpus, SDD_CFG_CPU_LIMIT + 1);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < n; i++) {
+        CPU_SET(cpus[i], &set);
+    }
+    if (n <= 0 || pthread_setaffinity_np(pthread_self(), sizeof(set), &set) != 0) {
+        SDD_ERROR(LOG, "%s: cannot run on CPUs %s", s->cfg->name, s->cfg->cores);
+        return SDD_EINVAL;
+    }
+    return SDD_OK;
+}
+
 static void *node_thread(void *arg)
 {
     struct run_evb_node *e = arg;
     struct sdd_run *r = e->run;
-    struct run_stage *s = e->ru != NULL ? e->ru : e->bu; /* named in failures */
+    struct run_stage *s = e->ru != NULL && e->ru->cfg->cores[0] ? e->ru
+                          : e->bu != NULL                      ? e->bu
+                                                               : e->ru; /* its CPUs, its name */
     const char *hosts[SDD_EVB_MAX_NODES];
     uint16_t ports[SDD_EVB_MAX_NODES];
     for (uint32_t i = 0; i < r->nevb; i++) {
         hosts[i] = r->evb[i].host;
         ports[i] = r->evb[i].port;
     }
-    sdd_err rc = run_counts_attach(r);
+    const char *step = "could not run on its cores";
+    sdd_err rc = pin_node(s);
     if (rc == SDD_OK) {
+        step = "no memory for its counters";
+        rc = run_counts_attach(r);
+    }
+    if (rc == SDD_OK) {
+        step = "could not connect the event builder";
         rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
     }
     atomic_fetch_add(&r->evb_ready, 1);
     if (rc != SDD_OK) {
-        run_fail(r, s, rc, "could not connect the event builder");
+        run_fail(r, s, rc, step);
     }
     while (rc == SDD_OK && atomic_load(&r->phase) == RUN_PHASE_SETUP) {
         struct timespec ts = {0, 1000000};
