@@ -59,6 +59,12 @@ assert len(ids) == int(sys.argv[2]), (len(ids), sys.argv[2])
 assert len(np.unique(ids)) == len(ids), "an event written twice"
 assert ids.max() < 20000
 PY
+    # The example decodes every record as a built event with both sources' stub blocks.
+    tot=$(/usr/bin/python3 "$examples/../read_built_events.py" "$h5" --totals) ||
+        fail "default: read_built_events.py: $tot"
+    read -r _ ne _ nc _ ni _ ns <<<"$tot"
+    [ "$ne" = "$kept" ] && [ "$nc" = "$kept" ] && [ "$ni" = 0 ] && [ "$ns" -gt 0 ] ||
+        fail "default: read_built_events.py: $tot (kept $kept)"
 fi
 # Running it again gets the next run number instead of refusing or overwriting.
 json=$("$sddaq" run -n 640 -q --no-http --json 2>/dev/null) || fail "second default run"
