@@ -35,11 +35,6 @@ void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const c
     pthread_mutex_unlock(&r->reason_lock);
 }
 
-bool run_stopping(const struct sdd_run *r)
-{
-    return atomic_load(&r->phase) >= RUN_PHASE_HOLD;
-}
-
 static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};

@@ -1,6 +1,12 @@
-/* Runtime internals shared by run.c (setup, run control, the stop sequence), run_evb.c (RU and
- * BU stages), run_stages.c (process, writer and feedback stages) and run_report.c (progress,
- * metrics, summary). Never installed. */
+/* Runtime internals shared by its files (never installed):
+ *   run.c           set-up, run control, the stop and pause sequences, the monitor
+ *   run_evb.c       ru and bu stages: event-builder nodes and their threads
+ *   run_readout.c   detector readout sources;  run_hough_feed.c  the tracker emulator
+ *   run_handover.c  how built events move between stages (views, pool, rings, inline stages)
+ *   run_workers.c   process, writer and feedback threads
+ *   run_stages.c    their set-up, start and close
+ *   run_remote.c    the coordinator's requests to the other nodes of a multi-node run
+ *   run_report.c    metrics, progress line, summary */
 #ifndef SDDAQ_RUN_INTERNAL_H
 #define SDDAQ_RUN_INTERNAL_H
 
@@ -199,7 +205,6 @@ unsigned run_http(void *arg, const char *method, const char *path, const char *b
                   size_t len);
 
 void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const char *why);
-bool run_stopping(const struct sdd_run *r);
 
 /* run_evb.c */
 sdd_err run_evb_setup(struct sdd_run *r);
@@ -210,7 +215,7 @@ void run_evb_readout_start(struct sdd_run *r);
 void run_evb_readout_stop(struct sdd_run *r);
 void run_evb_destroy(struct sdd_run *r);
 
-/* run_stages.c */
+/* run_stages.c: setup, start (sinks first), close */
 sdd_err run_stages_setup(struct sdd_run *r);
 sdd_err run_stages_start(struct sdd_run *r);
 void run_stages_close(struct sdd_run *r);
@@ -227,9 +232,22 @@ void run_counts_flush(void);
 void run_counts_detach(void);
 /* Stage s's threads are all done (or never ran): tell its downstream stages. Idempotent. */
 void run_stage_finished(struct run_stage *s);
+/* Next event of s's input; NULL once every producer finished and the ring is empty. Spins a
+ * little, then sleeps 50 us doubling up to 1 ms while there is nothing (DESIGN: spin briefly,
+ * then block). run_handover.c. */
+struct run_item *run_next_item(struct run_stage *s);
 void run_lat_init(struct run_lat *l);
 void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now);
 void run_lat_flush(struct run_lat *l);
+
+/* run_workers.c: the stage threads, started with a malloc'ed run_worker_arg they free */
+struct run_worker_arg {
+    struct run_stage *s;
+    unsigned t; /* worker number */
+};
+void *run_process_thread(void *arg);
+void *run_writer_thread(void *arg);
+void *run_feedback_thread(void *arg);
 
 /* run_report.c */
 sdd_err run_metrics_setup(struct sdd_run *r);

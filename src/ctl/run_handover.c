@@ -1,0 +1,221 @@
+/* How built events move between the stages of a node: the view a builder unit hands on, the
+ * pooled copy made for a stage with threads of its own, inline stages run in the producer's
+ * thread, bounded rings with backpressure, counters batched per thread, and the end of a
+ * stage's input. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_internal.h"
+
+static void pause_us(long us)
+{
+    struct timespec ts = {0, us * 1000};
+    nanosleep(&ts, NULL);
+}
+
+void run_lat_init(struct run_lat *l)
+{
+    sdd_hist_init(&l->own);
+    sdd_hist_init(&l->shared);
+    l->next_ns = 0;
+    pthread_mutex_init(&l->lock, NULL);
+}
+
+void run_lat_flush(struct run_lat *l)
+{
+    pthread_mutex_lock(&l->lock);
+    l->shared = l->own;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now)
+{
+    sdd_hist_record(&l->own, ns);
+    if (now >= l->next_ns) {
+        run_lat_flush(l);
+        l->next_ns = now + 200000000ull;
+    }
+}
+
+void run_item_release(struct sdd_run *r, struct run_item *it)
+{
+    if (it->pooled && atomic_fetch_sub(&it->refs, 1) == 1) {
+        sdd_pool_put(r->items, it);
+    }
+}
+
+/* ---- batched counters ---------------------------------------------------------------------- */
+
+static __thread struct run_counts *tls_counts;
+static __thread struct sdd_run *tls_run;
+
+sdd_err run_counts_attach(struct sdd_run *r)
+{
+    tls_counts = calloc(r->n, sizeof(*tls_counts));
+    tls_run = r;
+    return tls_counts != NULL ? SDD_OK : SDD_ENOMEM;
+}
+
+struct run_counts *run_counts(const struct run_stage *s)
+{
+    return &tls_counts[s->idx];
+}
+
+void run_counts_flush(void)
+{
+    struct sdd_run *r = tls_run;
+    for (size_t i = 0; tls_counts != NULL && i < r->n; i++) {
+        struct run_counts *c = &tls_counts[i];
+        if (c->events_in == 0 && c->events_out == 0 && c->rejected == 0) {
+            continue;
+        }
+        struct run_stage *s = &r->st[i];
+        sdd_metric_add(s->m.events_in, c->events_in);
+        sdd_metric_add(s->m.bytes_in, c->bytes_in);
+        sdd_metric_add(s->m.events_out, c->events_out);
+        sdd_metric_add(s->m.bytes_out, c->bytes_out);
+        atomic_fetch_add(&s->kept, c->kept);
+        atomic_fetch_add(&s->rejected, c->rejected);
+        memset(c, 0, sizeof(*c));
+    }
+}
+
+void run_counts_detach(void)
+{
+    run_counts_flush();
+    free(tls_counts);
+    tls_counts = NULL;
+}
+
+/* ---- hand-over ------------------------------------------------------------------------------ */
+
+/* A pooled copy of a view, with refs references; NULL when the run is aborted meanwhile. */
+static struct run_item *materialize(struct run_stage *s, const struct run_item *v, uint32_t refs)
+{
+    struct sdd_run *r = s->run;
+    struct run_item *it;
+    /* No free buffer: the stages behind are slower than building. Wait; the BU returns no
+     * credits meanwhile, which slows the RUs down. */
+    while ((it = sdd_pool_get(r->items)) == NULL) {
+        if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
+            return NULL;
+        }
+        pause_us(20);
+    }
+    long n = sdd_evb_event_serialize(v->ev, it->data, r->item_bytes);
+    if (n < 0) { /* cannot happen with item_bytes sized from the largest fragment */
+        sdd_pool_put(r->items, it);
+        return NULL;
+    }
+    it->flags = v->flags;
+    it->id = v->id;
+    it->built_ns = v->built_ns;
+    it->bytes = (uint32_t)n;
+    atomic_store(&it->ntracks, atomic_load(&v->ntracks));
+    atomic_store(&it->kept, atomic_load(&v->kept));
+    atomic_store(&it->tflags, atomic_load(&v->tflags));
+    it->pooled = true;
+    it->ev = NULL;
+    atomic_store(&it->refs, refs);
+    return it;
+}
+
+static void run_inline(struct run_stage *s, struct run_item *it);
+
+void run_emit(struct run_stage *s, struct run_item *it, bool kept)
+{
+    struct run_stage *queued[RUN_MAX_OUT];
+    uint32_t nq = 0;
+    for (size_t i = 0; i < s->nout; i++) {
+        struct run_stage *to = s->out[i];
+        if (!kept && to->cfg->type != SDD_STAGE_FEEDBACK) {
+            continue;
+        }
+        if (to->inline_run) {
+            run_inline(to, it);
+        } else {
+            queued[nq++] = to;
+        }
+    }
+    if (nq == 0) {
+        return;
+    }
+    struct run_item *p = it;
+    if (!it->pooled) {
+        p = materialize(s, it, nq);
+        if (p == NULL) {
+            sdd_metric_add(s->m.dropped, nq);
+            return;
+        }
+    } else {
+        atomic_fetch_add(&p->refs, nq);
+    }
+    for (uint32_t i = 0; i < nq; i++) {
+        while (sdd_mpmc_enqueue(queued[i]->in, p) != SDD_OK) {
+            pause_us(20); /* backpressure: the next stage is full */
+        }
+    }
+}
+
+/* A process (none, prescale) or null-writer stage, run in the thread of its producer. */
+static void run_inline(struct run_stage *s, struct run_item *it)
+{
+    struct run_counts *c = run_counts(s);
+    c->events_in++;
+    c->bytes_in += it->bytes;
+    if (s->cfg->type == SDD_STAGE_WRITER) {
+        c->events_out++; /* a null writer: counted, not stored */
+        c->bytes_out += it->bytes;
+        return;
+    }
+    const struct sdd_cfg_process *pc = &s->cfg->process;
+    bool kept = pc->algorithm != SDD_ALGO_PRESCALE || it->id % pc->factor == 0;
+    atomic_store_explicit(&it->kept, kept, memory_order_relaxed);
+    c->kept += kept;
+    c->rejected += !kept;
+    if (kept) {
+        c->events_out++;
+        c->bytes_out += it->bytes;
+    }
+    run_emit(s, it, kept);
+}
+
+void run_stage_finished(struct run_stage *s)
+{
+    if (atomic_exchange(&s->finished, true)) {
+        return;
+    }
+    for (size_t i = 0; i < s->nout; i++) {
+        struct run_stage *to = s->out[i];
+        /* An inline stage ends with the last of its producers. */
+        if (atomic_fetch_sub(&to->producers, 1) == 1 && to->inline_run) {
+            run_stage_finished(to);
+        }
+    }
+}
+
+struct run_item *run_next_item(struct run_stage *s)
+{
+    void *p;
+    long sleep_us = 50;
+    for (unsigned idle = 0;; idle++) {
+        if (sdd_mpmc_dequeue(s->in, &p) == SDD_OK) {
+            return p;
+        }
+        if (atomic_load(&s->producers) <= 0) {
+            /* Producers are gone; whatever they queued before leaving is visible now. */
+            if (sdd_mpmc_dequeue(s->in, &p) == SDD_OK) {
+                return p;
+            }
+            return NULL;
+        }
+        if (idle == 64) {
+            run_counts_flush(); /* idle: a good moment to publish */
+        }
+        if (idle > 64) {
+            pause_us(sleep_us);
+            sleep_us = sleep_us < 1000 ? sleep_us * 2 : 1000;
+        }
+    }
+}
