@@ -284,6 +284,29 @@ void evb_bu_on_local(struct sdd_evb_node *n, uint32_t ru, const void *bulk, size
     bulk_arrived(n, ru, bulk, len, UINT32_MAX);
 }
 
+void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k)
+{
+    struct evb_bu *bu = n->bu;
+    if (bu == NULL || k >= n->nbulks || (bu->built[k / 64] & (1ull << (k % 64)))) {
+        return;
+    }
+    bu->built[k / 64] |= 1ull << (k % 64); /* re-sends still to come are duplicates */
+    for (uint32_t i = 0; i < bu->nsets; i++) {
+        struct bu_set *s = &bu->sets[i];
+        if (!s->used || s->k != k) {
+            continue;
+        }
+        for (uint32_t r = 0; r < n->nru; r++) {
+            if (s->bulk[r] != NULL) {
+                n->st.bulks_dup++;
+                release(n, r, k, s->slot[r], true);
+            }
+        }
+        s->used = false;
+        bu->nused--;
+    }
+}
+
 void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
 {
     struct evb_bu *bu = n->bu;

@@ -14,6 +14,7 @@
 #define EVB_CTL_RX      256         /* control receives posted at once */
 #define EVB_CTL_TX      1024        /* control sends in flight */
 #define EVB_MAX_CREDITS 32          /* regular slots per RU per BU (and as many for re-sends) */
+#define EVB_ACK_MEMORY  (2 * EVB_MAX_CREDITS) /* built bulks an RU remembers per BU */
 
 static inline size_t evb_frag_bytes(uint32_t payload)
 {
@@ -31,14 +32,14 @@ bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
  * the bulk after the metadata. */
 bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);
 
-enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK };
+enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK, CTL_BUILT };
 
 /* Control message, 32 bytes, sent as a fabric message. */
 struct evb_ctl {
     uint32_t magic;
     uint16_t type;
     uint16_t from; /* sender's node index */
-    uint64_t a;    /* ACK, BULK: bulk id; DONE: bulks in the run */
+    uint64_t a;    /* ACK, BULK, BUILT: bulk id; DONE: bulks in the run */
     uint32_t b;    /* ACK, BULK: slot */
     uint32_t c;    /* ACK: 1 = duplicate or late (slot freed, bulk not built here);
                       BULK: bytes written into the slot */
@@ -138,6 +139,8 @@ void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t 
 /* The local RU hands over a bulk by pointer; it stays the RU's until evb_ru_on_ack. */
 void evb_bu_on_local(struct sdd_evb_node *n, uint32_t ru, const void *bulk, size_t len);
 void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead);
+/* Bulk k was built by a BU that died since: acknowledge its re-sends as duplicates. */
+void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k);
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
 bool evb_bu_finished(const struct sdd_evb_node *n);
 /* Building time spent inside the local RU's step since the last call. */

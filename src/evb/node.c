@@ -421,6 +421,11 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, 
             evb_bu_on_write(n, (uint32_t)n->ru_of[m->from], m->b, m->c);
         }
         break;
+    case CTL_BUILT:
+        if (n->bu) {
+            evb_bu_on_built_elsewhere(n, m->a);
+        }
+        break;
     case CTL_DONE:
         if (n->ru_of[m->from] >= 0 && !p->done) {
             p->done = true;

@@ -47,6 +47,11 @@ struct evb_ru {
     uint32_t nresend;
     bool done_sent;
     uint64_t hold_at; /* generate bulks below this only (sdd_evb_node_hold*); UINT64_MAX = all */
+    /* Per BU, the last bulks it acknowledged as built (k + 1; 0 = none): when it dies, the
+     * survivor that takes its bulk k over learns that k was built, so the other RUs' re-sends
+     * of k are not built a second time. */
+    uint64_t built_by[SDD_EVB_MAX_NODES][EVB_ACK_MEMORY];
+    uint32_t built_next[SDD_EVB_MAX_NODES];
 };
 
 sdd_err evb_ru_create(struct sdd_evb_node *n)
@@ -359,7 +364,6 @@ static void maybe_free(struct sdd_evb_node *n, struct ru_bulk *b)
 void evb_ru_on_ack(struct sdd_evb_node *n, uint32_t bu, uint64_t k, uint32_t slot, bool dup)
 {
     struct evb_ru *ru = n->ru;
-    (void)dup;
     if (slot < 2 * n->o.credits) {
         ru->free_slots[bu] |= 1ull << slot;
     }
@@ -368,6 +372,9 @@ void evb_ru_on_ack(struct sdd_evb_node *n, uint32_t bu, uint64_t k, uint32_t slo
         return; /* stale: the bulk went elsewhere after this BU was declared dead */
     }
     b->acked = true;
+    if (!dup) {
+        ru->built_by[bu][ru->built_next[bu]++ % EVB_ACK_MEMORY] = k + 1;
+    }
     if (b->resent && --ru->resend_pending == 0 && ru->nresend == 0) {
         n->st.fail_resend_ns = sdd_now_ns();
     }
@@ -421,6 +428,19 @@ void evb_ru_on_bu_dead(struct sdd_evb_node *n, uint32_t bu)
     }
     SDD_INFO(LOG, "RU %u: BU %u dead, %u unacknowledged bulks go to the survivors", ru->r, bu,
              moved);
+    /* What it acknowledged, it built: tell each bulk's new BU (docs/evb.md, "Failures"). */
+    for (uint32_t i = 0; i < EVB_ACK_MEMORY; i++) {
+        uint64_t k1 = ru->built_by[bu][i];
+        int to = k1 != 0 ? schedule(n, k1 - 1) : -1;
+        if (to < 0) {
+            continue;
+        }
+        if (n->bu_node[to] == n->self) {
+            evb_bu_on_built_elsewhere(n, k1 - 1);
+        } else {
+            evb_ctl_send(n, n->bu_node[to], CTL_BUILT, k1 - 1, 0, 0);
+        }
+    }
     if (moved == 0 && ru->resend_pending == 0) {
         n->st.fail_resend_ns = sdd_now_ns();
     }
