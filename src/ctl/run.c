@@ -248,7 +248,7 @@ static void monitor(struct sdd_run *r)
         if (now >= next_progress) {
             run_metrics_tick(r);
             if (r->o.progress) {
-                run_progress(r, stderr, t);
+                run_progress(r, stderr, t, false);
             }
             next_progress += 1000000000ull;
         }
@@ -280,8 +280,7 @@ static void monitor(struct sdd_run *r)
     r->t_end_ns = sdd_now_ns();
     run_metrics_tick(r);
     if (r->o.progress) {
-        run_progress(r, stderr, (double)(r->t_end_ns - r->t_start_ns) * 1e-9);
-        fputc('\n', stderr);
+        run_progress(r, stderr, (double)(r->t_end_ns - r->t_start_ns) * 1e-9, true);
     }
 }
 

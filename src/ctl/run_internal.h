@@ -177,6 +177,8 @@ struct sdd_run {
     char reason[256];
     pthread_mutex_t reason_lock;
     uint64_t t_start_ns, t_end_ns;
+    uint64_t prog_built; /* progress line: built events and time at the previous line */
+    double prog_t;
 };
 
 /* run.c */
@@ -253,7 +255,8 @@ void *run_feedback_thread(void *arg);
 sdd_err run_metrics_setup(struct sdd_run *r);
 /* Queue depths and latency summaries into the metrics (the monitor, every second). */
 void run_metrics_tick(struct sdd_run *r);
-void run_progress(struct sdd_run *r, FILE *f, double t);
+/* One progress line at t seconds into the run; last: the closing one, with the average rate. */
+void run_progress(struct sdd_run *r, FILE *f, double t, bool last);
 void run_summarize(struct sdd_run *r, struct sdd_run_summary *out);
 
 #endif

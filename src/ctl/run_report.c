@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
@@ -113,21 +114,25 @@ static const char *si(double v, char *buf, size_t len)
     return buf;
 }
 
-void run_progress(struct sdd_run *r, FILE *f, double t)
+void run_progress(struct sdd_run *r, FILE *f, double t, bool last)
 {
-    static __thread uint64_t last_built;
-    static __thread double last_t;
     struct totals tt;
     add_totals(r, &tt);
-    double dt = t - last_t > 0 ? t - last_t : 1;
-    double rate = (double)(tt.built - last_built) / dt;
-    last_built = tt.built;
-    last_t = t;
-    char a[32], b[32], c[32];
-    fprintf(f, "\r[%6.1f s]%s built %s (%s/s)  incomplete %" PRIu64 "  kept %s  written %s  "
+    /* The rate since the previous line; the last line gives the run's average. */
+    double since = last ? 0 : r->prog_t;
+    uint64_t from = last ? 0 : r->prog_built;
+    double rate = t > since ? (double)(tt.built - from) / (t - since) : 0;
+    r->prog_built = tt.built;
+    r->prog_t = t;
+    char built[32], per_s[32], kept[32], written[32];
+    /* On a terminal one line is redrawn; in a log each second gets its own line. */
+    bool tty = isatty(fileno(f));
+    fprintf(f, "%s[%6.1f s]%s built %s (%s/s)  incomplete %" PRIu64 "  kept %s  written %s  "
                "drops %" PRIu64,
-            t, atomic_load(&r->paused) ? " PAUSED" : "", si((double)tt.built, a, sizeof(a)), si(rate, b, sizeof(b)), tt.incomplete,
-            si((double)tt.kept, c, sizeof(c)), si((double)tt.written, a, sizeof(a)), tt.dropped);
+            tty ? "\r" : "", t, atomic_load(&r->paused) ? " PAUSED" : "",
+            si((double)tt.built, built, sizeof(built)), si(rate, per_s, sizeof(per_s)),
+            tt.incomplete, si((double)tt.kept, kept, sizeof(kept)),
+            si((double)tt.written, written, sizeof(written)), tt.dropped);
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
         if (!s->local || (s->cfg->type != SDD_STAGE_PROCESS && s->cfg->type != SDD_STAGE_WRITER)) {
@@ -139,7 +144,7 @@ void run_progress(struct sdd_run *r, FILE *f, double t)
             fprintf(f, "  %s p99 %.0f us", s->cfg->name, (double)sdd_hist_quantile(&h, 0.99) / 1e3);
         }
     }
-    fprintf(f, "   ");
+    fprintf(f, tty && !last ? "   " : "\n");
     fflush(f);
 }
 
