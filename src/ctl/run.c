@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
@@ -35,11 +34,6 @@ void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const c
     pthread_mutex_unlock(&r->reason_lock);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 static sdd_err pause_run(struct sdd_run *r, bool on);
 
@@ -78,7 +72,7 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
             if (st.state != SDD_RUN_RUNNING && st.state != SDD_RUN_PAUSED) {
                 break;
             }
-            sleep_ms(10);
+            sdd_sleep_ns(SDD_NS_PER_MS * 10);
         }
         atomic_store(&r->http_waiting, 0);
         snprintf(msg, len, "run stopped: every event in flight was built, decided and written");
@@ -121,7 +115,7 @@ uint64_t run_hold_local(struct sdd_run *r)
         if (sdd_now_ns() - t0 > 10000000000ull) {
             return UINT64_MAX;
         }
-        sleep_ms(1);
+        sdd_sleep_ns(SDD_NS_PER_MS * 1);
     }
     uint64_t k = 0;
     for (uint32_t i = 0; i < r->nevb; i++) {
@@ -237,7 +231,8 @@ static void monitor(struct sdd_run *r)
     bool stopping = false;
     uint64_t stop_ns = 0, paused_ns = 0, last = r->t_start_ns;
     for (;;) {
-        sleep_ms(2); /* the run's end is seen within 2 ms: its duration is measured by it */
+        /* The run's end is seen within 2 ms: its duration is measured by it. */
+        sdd_sleep_ns(SDD_NS_PER_MS * 2);
         uint64_t now = sdd_now_ns();
         double t = (double)(now - r->t_start_ns) * 1e-9;
         if (atomic_load(&r->paused)) {
@@ -307,7 +302,7 @@ static bool wait_for_start(struct sdd_run *r)
         if ((r->o.stop && *r->o.stop) || st.state == SDD_RUN_ERROR) {
             return false;
         }
-        sleep_ms(20);
+        sdd_sleep_ns(SDD_NS_PER_MS * 20);
     }
 }
 
@@ -447,16 +442,16 @@ static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
         return;
     }
     for (int i = 0; i < 6000 && !atomic_load(&r->summary_taken) && r->http != NULL; i++) {
-        sleep_ms(10);
+        sdd_sleep_ns(SDD_NS_PER_MS * 10);
     }
 }
 
 static void teardown(struct sdd_run *r)
 {
     for (int i = 0; i < 200 && atomic_load(&r->http_waiting); i++) {
-        sleep_ms(10); /* a stop request is being answered */
+        sdd_sleep_ns(SDD_NS_PER_MS * 10); /* a stop request is being answered */
     }
-    sleep_ms(r->http != NULL && atomic_load(&r->stop_req) ? 20 : 0);
+    sdd_sleep_ns(SDD_NS_PER_MS * (r->http != NULL && atomic_load(&r->stop_req) ? 20 : 0));
     sdd_http_stop(r->http);
     run_stages_close(r);
     run_evb_destroy(r);
@@ -502,7 +497,7 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     bool started = false;
     if (err == SDD_OK) {
         while (atomic_load(&r->evb_ready) < r->nevb_local) {
-            sleep_ms(1);
+            sdd_sleep_ns(SDD_NS_PER_MS * 1);
         }
         started = !r->o.wait_for_start || wait_for_start(r);
         if (started) {

@@ -9,7 +9,6 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
@@ -259,8 +258,7 @@ static void *node_thread(void *arg)
         run_fail(r, s, rc, step);
     }
     while (rc == SDD_OK && atomic_load(&r->phase) == RUN_PHASE_SETUP) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        sdd_sleep_ns(SDD_NS_PER_MS);
     }
     int phase;
     while (rc == SDD_OK && (phase = atomic_load(&r->phase)) != RUN_PHASE_ABORT) {
@@ -579,8 +577,7 @@ void run_evb_readout_stop(struct sdd_run *r)
     if (!any) {
         return;
     }
-    struct timespec ts = {0, 300000000L}; /* frames still on their way */
-    nanosleep(&ts, NULL);
+    sdd_sleep_ns(RUN_READOUT_GRACE_MS * SDD_NS_PER_MS); /* frames still on their way */
     for (uint32_t i = 0; i < r->nevb; i++) {
         run_readout_close(r->evb[i].readout);
     }

@@ -4,15 +4,10 @@
  * stage's input. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "run_internal.h"
+#include "sddaq/clock.h"
 
-static void pause_us(long us)
-{
-    struct timespec ts = {0, us * 1000};
-    nanosleep(&ts, NULL);
-}
 
 void run_lat_init(struct run_lat *l)
 {
@@ -101,7 +96,7 @@ static struct run_item *materialize(struct run_stage *s, const struct run_item *
         if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
             return NULL;
         }
-        pause_us(20);
+        sdd_sleep_ns(SDD_NS_PER_US * 20);
     }
     long n = sdd_evb_event_serialize(v->ev, it->data, r->item_bytes);
     if (n < 0) { /* cannot happen with item_bytes sized from the largest fragment */
@@ -153,7 +148,7 @@ void run_emit(struct run_stage *s, struct run_item *it, bool kept)
     }
     for (uint32_t i = 0; i < nq; i++) {
         while (sdd_mpmc_enqueue(queued[i]->in, p) != SDD_OK) {
-            pause_us(20); /* backpressure: the next stage is full */
+            sdd_sleep_ns(SDD_NS_PER_US * 20); /* backpressure: the next stage is full */
         }
     }
 }
@@ -214,7 +209,7 @@ struct run_item *run_next_item(struct run_stage *s)
             run_counts_flush(); /* idle: a good moment to publish */
         }
         if (idle > 64) {
-            pause_us(sleep_us);
+            sdd_sleep_ns(SDD_NS_PER_US * sleep_us);
             sleep_us = sleep_us < 1000 ? sleep_us * 2 : 1000;
         }
     }

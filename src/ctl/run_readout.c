@@ -8,16 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "run_readout.h"
+#include "sddaq/clock.h"
 #include "sddaq/log.h"
 
 #define LOG "run"
 
 #define FIRST_FRAME 1
 #define IDLE_MS     500 /* a stream silent this long: what came so far is decided */
-#define GRACE_MS    300 /* after the last send, frames still on their way (frame timeout 100) */
 
 struct run_readout {
     struct sdd_ro_rx_opts ro;
@@ -125,11 +124,6 @@ struct sdd_evb_feed run_readout_bind(struct run_readout *rd)
     return sdd_evb_ro_feed_bind(rd->feed);
 }
 
-static void grace(void)
-{
-    struct timespec ts = {0, GRACE_MS * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 static void *emu_main(void *arg)
 {
@@ -141,7 +135,7 @@ static void *emu_main(void *arg)
     if (!atomic_load(&rd->stopped)) {
         /* The stream is over: once its last frames are in, events that never got theirs are
          * missing, and the run can end. */
-        grace();
+        sdd_sleep_ns(RUN_READOUT_GRACE_MS * SDD_NS_PER_MS);
         sdd_ro_rx_stop(rd->rx);
     }
     return NULL;

@@ -13,6 +13,10 @@
 
 struct run_readout;
 
+/* After a stream's last send, its last frames are still on their way (the receiver's frame
+ * timeout is 100 ms): wait this long before closing it. */
+#define RUN_READOUT_GRACE_MS 300
+
 struct run_readout_counts {
     uint64_t frames;       /* frames turned into fragments */
     uint64_t missing;      /* events given out empty: their frame was dropped or never came */

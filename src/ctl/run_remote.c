@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "run_internal.h"
+#include "sddaq/clock.h"
 #include "sddaq/log.h"
 
 #define LOG "run"
@@ -36,11 +36,6 @@ static bool json_u64(const char *js, const char *key, uint64_t *out)
     return end != p;
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
-}
 
 /* POST (or GET) to node i's /api/run/<what>; the reply body in *resp (free()). */
 static sdd_err call(struct sdd_run *r, size_t i, const char *method, const char *what,
@@ -187,7 +182,7 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
             err = call(r, i, "GET", "summary", NULL, &js);
             if (err == SDD_EAGAIN || err == SDD_ECONNREFUSED) {
                 err = SDD_EAGAIN;
-                sleep_ms(100);
+                sdd_sleep_ns(SDD_NS_PER_MS * 100);
             }
         }
         uint64_t v[11] = {0};
