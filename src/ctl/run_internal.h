@@ -133,7 +133,8 @@ struct run_evb_node {
     uint64_t hold_at_seen; /* the hold point applied (node thread only) */
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
-    uint64_t pub_ns;
+    uint64_t pub_ns;   /* next publish_evb() */
+    uint64_t flush_ns; /* next run_counts_flush() of the inline stages' counts */
 };
 
 enum run_phase { RUN_PHASE_SETUP = 0, RUN_PHASE_GO, RUN_PHASE_HOLD, RUN_PHASE_END, RUN_PHASE_ABORT };
@@ -177,6 +178,10 @@ struct sdd_run {
     char reason[256];
     pthread_mutex_t reason_lock;
     uint64_t t_start_ns, t_end_ns;
+    /* the monitor sleeps until told (a stage done, a failure, a stop) or its next deadline */
+    pthread_mutex_t wake_lock;
+    pthread_cond_t wake_cond; /* CLOCK_MONOTONIC */
+    bool wake_pending;
     uint64_t prog_built; /* progress line: built events and time at the previous line */
     double prog_t;
 };
@@ -207,6 +212,8 @@ unsigned run_http(void *arg, const char *method, const char *path, const char *b
                   size_t len);
 
 void run_fail(struct sdd_run *r, const struct run_stage *s, sdd_err err, const char *why);
+/* Wake the monitor: something it waits for may have happened. */
+void run_wake(struct sdd_run *r);
 
 /* run_evb.c */
 sdd_err run_evb_setup(struct sdd_run *r);

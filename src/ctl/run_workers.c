@@ -17,6 +17,7 @@ static void *worker_done(struct run_worker_arg *wa)
     free(wa);
     if (atomic_fetch_sub(&s->live, 1) == 1) {
         run_stage_finished(s);
+        run_wake(s->run);
     }
     return NULL;
 }
