@@ -73,8 +73,11 @@ static void usage(FILE *out)
             "      --json           one JSON object per result\n"
             "  bench: (default --verify header) --frag-sizes L, --bulks L, --credit-list L (lists "
             "like 1K,4K),\n"
-            "         --perf-seconds S (raw perf run per point, default 2), --repeat N (raw and\n"
-            "         evb runs alternate N times per point, medians reported; default 3)\n");
+            "         --perf-seconds S (each raw reference's run per point, default 2),\n"
+            "         --repeat N (references and evb alternate N times per point, medians;\n"
+            "         default 3), --pin (references and builder). The ratio evb/mesh is\n"
+            "         against `sddaq perf mesh` (N processes writing to each other, credits x\n"
+            "         (N-1) writes in flight each); evb/1way against `sddaq perf self`.\n");
 }
 
 enum {
@@ -692,7 +695,11 @@ static int cmd_check(struct evb_cli *c, int argc, char **argv)
 
 /* ---- bench --------------------------------------------------------------------------------- */
 
-static double median(double *v, uint32_t n)
+struct spread {
+    double med, min, max;
+};
+
+static struct spread spread_of(const double *v, uint32_t n)
 {
     double t[99];
     memcpy(t, v, n * sizeof(*v));
@@ -703,31 +710,104 @@ static double median(double *v, uint32_t n)
             t[j - 1] = x;
         }
     }
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    return (struct spread){n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]), t[0], t[n - 1]};
 }
 
-/* Raw fabric bandwidth: `sddaq perf self` (RMA write, bw) at the bulk size, same provider. */
-static double raw_perf_MBps(const char *provider, uint64_t size, double secs)
+/* Run this binary with args; the last value of "key": in its output (-1: none, or it failed). */
+static double tool_number(const char *args, const char *key)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "/proc/%d/exe perf self -p %s -t bw -o write -s %" PRIu64 " -D %.1f --json",
-             (int)getpid(), provider, size, secs);
+    char cmd[640], pat[64];
+    snprintf(cmd, sizeof(cmd), "/proc/%d/exe %s", (int)getpid(), args);
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
     fflush(NULL);
     FILE *p = popen(cmd, "r");
     if (p == NULL) {
         return -1;
     }
-    char line[2048];
-    double bw = -1;
+    char line[4096];
+    double v = -1;
     while (fgets(line, sizeof(line), p)) {
-        const char *k = strstr(line, "\"bw_MBps\":");
+        const char *k = strstr(line, pat);
         if (k) {
-            bw = strtod(k + 10, NULL);
+            v = strtod(k + strlen(pat), NULL);
         }
     }
-    pclose(p);
-    return bw;
+    return pclose(p) == 0 ? v : -1;
+}
+
+/* The raw references at the bulk size, same provider: one writer to one target (`sddaq perf
+ * self`, 64 writes in flight), and N processes all writing to each other with the builder's
+ * writes in flight, credits per peer (`sddaq perf mesh`): the same traffic, no event work. */
+static double oneway_Gbps(const struct evb_cli *run, uint64_t size, double secs)
+{
+    char args[256];
+    snprintf(args, sizeof(args), "perf self -p %s -t bw -o write -s %" PRIu64 " -D %.1f --json",
+             run->o.provider, size, secs);
+    double MBps = tool_number(args, "bw_MBps");
+    return MBps > 0 ? MBps * 8e-3 : MBps;
+}
+
+static double mesh_Gbps(const struct evb_cli *run, uint64_t size, double secs)
+{
+    char args[256];
+    uint32_t window = run->o.credits * (run->o.nnodes - 1);
+    snprintf(args, sizeof(args), "perf mesh -p %s -n %u -s %" PRIu64 " -w %u -D %.1f --json%s",
+             run->o.provider, run->o.nnodes, size, window < 4096 ? window : 4096, secs,
+             run->pin ? " --pin" : "");
+    return tool_number(args, "Gbps");
+}
+
+/* One point of the sweep: references and event builder alternate c->repeat times (the machine
+ * is shared and noisy, DESIGN.md "Measuring"); medians with min-max are printed. */
+static int bench_point(const struct evb_cli *c, struct evb_cli *run)
+{
+    uint64_t bulk_bytes = (uint64_t)run->o.bulk * (32 + 16 + ((run->o.src.mean + 7) & ~7u)) + 40;
+    double one[99] = {0}, mesh[99] = {0}, nets[99] = {0};
+    struct launch_result rs[99];
+    memset(rs, 0, sizeof(rs));
+    int lr = 0;
+    for (uint32_t k = 0; k < c->repeat; k++) {
+        one[k] = oneway_Gbps(run, bulk_bytes, c->perf_s);
+        mesh[k] = mesh_Gbps(run, bulk_bytes, c->perf_s);
+        lr |= launch(run, &rs[k]);
+        nets[k] = rs[k].gbps_net;
+    }
+    struct spread so = spread_of(one, c->repeat), sm = spread_of(mesh, c->repeat),
+                  se = spread_of(nets, c->repeat);
+    struct launch_result r = rs[0]; /* the median run's details, the worst accounting */
+    for (uint32_t k = 0; k < c->repeat; k++) {
+        if (rs[k].gbps_net == se.med) {
+            r = rs[k];
+        }
+    }
+    for (uint32_t k = 0; k < c->repeat; k++) {
+        r.lost = rs[k].lost > r.lost ? rs[k].lost : r.lost;
+        r.dup = rs[k].dup > r.dup ? rs[k].dup : r.dup;
+        r.ok = r.ok && rs[k].ok;
+    }
+    double ratio = sm.med > 0 ? 100.0 * se.med / sm.med : 0;
+    double ratio_one = so.med > 0 ? 100.0 * se.med / so.med : 0;
+    const struct sdd_evb_opts *o = &run->o;
+    if (c->json) {
+        printf("{\"tool\":\"sddaq-evb-bench\",\"provider\":\"%s\",\"nodes\":%u,\"frag\":%u,"
+               "\"bulk\":%u,\"credits\":%u,\"bulk_bytes\":%" PRIu64 ",\"mesh_Gbps\":%.3f,"
+               "\"mesh_min_max\":[%.3f,%.3f],\"oneway_Gbps\":%.3f,\"oneway_min_max\":[%.3f,%.3f],"
+               "\"evb_net_Gbps\":%.3f,\"evb_min_max\":[%.3f,%.3f],\"evb_per_node_Gbps\":%.3f,"
+               "\"ratio_pct\":%.1f,\"ratio_oneway_pct\":%.1f,\"repeat\":%u,"
+               "\"events_per_s\":%.0f,\"cpu_ru\":%.3f,\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,"
+               "\"lost\":%" PRIu64 ",\"dup\":%" PRIu64 "}\n",
+               o->provider, o->nnodes, o->src.mean, o->bulk, o->credits, bulk_bytes, sm.med, sm.min,
+               sm.max, so.med, so.min, so.max, se.med, se.min, se.max, se.med / o->nnodes, ratio,
+               ratio_one, c->repeat, r.evps, r.cpu_ru, r.cpu_bu, r.cpu_proc, r.lost, r.dup);
+    } else {
+        printf("%5u %7u %6u %7u %9.1f %9.2f %9.2f %9.2f %8.1f %8.1f %9.1f %7.0f %7.0f %7.0f "
+               "%5" PRIu64 " %4" PRIu64 "\n",
+               o->nnodes, o->src.mean, o->bulk, o->credits, (double)bulk_bytes / 1024, so.med,
+               sm.med, se.med, ratio, ratio_one, r.evps / 1e3, 100 * r.cpu_ru, 100 * r.cpu_bu,
+               100 * r.cpu_proc, r.lost, r.dup);
+    }
+    fflush(stdout);
+    return lr != 0 || !r.ok || sm.med <= 0 || so.med <= 0 ? 1 : 0;
 }
 
 static int cmd_bench(struct evb_cli *c)
@@ -754,9 +834,9 @@ static int cmd_bench(struct evb_cli *c)
         c->o.verify = SDD_EVB_VERIFY_HEADER; /* LSEB checks headers; --verify full adds payloads */
     }
     if (!c->json) {
-        printf("%5s %7s %6s %7s %9s %9s %9s %10s %9s %7s %7s %7s %5s %4s\n", "nodes", "frag",
-               "bulk", "credits", "bulk[KB]", "raw[Gb/s]", "evb[Gb/s]", "ratio[%]", "kev/s",
-               "RU[%]", "BU[%]", "proc[%]", "lost", "dup");
+        printf("%5s %7s %6s %7s %9s %9s %9s %9s %8s %8s %9s %7s %7s %7s %5s %4s\n", "nodes", "frag",
+               "bulk", "credits", "bulk[KB]", "1way[Gb]", "mesh[Gb]", "evb[Gb]", "evb/mesh",
+               "evb/1way", "kev/s", "RU[%]", "BU[%]", "proc[%]", "lost", "dup");
     }
     int rc = 0;
     for (int a = 0; a < c->n_nodes; a++) {
@@ -769,64 +849,7 @@ static int cmd_bench(struct evb_cli *c)
                     run.o.bulk = (uint32_t)c->bulk_list[b];
                     run.o.credits = (uint32_t)c->credit_list[k];
                     run.kill_node = -1;
-                    uint64_t bulk_bytes =
-                        (uint64_t)run.o.bulk * (32 + 16 + ((run.o.src.mean + 7) & ~7u)) + 40;
-                    /* Alternate raw and event-builder runs; report medians (the machine is
-                     * shared and noisy, DESIGN.md "Measuring"). */
-                    double raws[99], nets[99];
-                    struct launch_result rs[99];
-                    memset(rs, 0, sizeof(rs));
-                    int lr = 0;
-                    for (uint32_t k2 = 0; k2 < c->repeat; k2++) {
-                        raws[k2] = raw_perf_MBps(run.o.provider, bulk_bytes, c->perf_s);
-                        lr |= launch(&run, &rs[k2]);
-                        nets[k2] = rs[k2].gbps_net;
-                    }
-                    double raw = median(raws, c->repeat), net_med = median(nets, c->repeat);
-                    struct launch_result r = rs[0];
-                    for (uint32_t k2 = 0; k2 < c->repeat; k2++) {
-                        if (rs[k2].gbps_net == net_med) {
-                            r = rs[k2];
-                        }
-                        r.lost = rs[k2].lost > r.lost ? rs[k2].lost : r.lost;
-                        r.dup = rs[k2].dup > r.dup ? rs[k2].dup : r.dup;
-                        r.ok = r.ok && rs[k2].ok;
-                    }
-                    double raw_min = raws[0], raw_max = raws[0], net_min = nets[0],
-                           net_max = nets[0];
-                    for (uint32_t k2 = 1; k2 < c->repeat; k2++) {
-                        raw_min = raws[k2] < raw_min ? raws[k2] : raw_min;
-                        raw_max = raws[k2] > raw_max ? raws[k2] : raw_max;
-                        net_min = nets[k2] < net_min ? nets[k2] : net_min;
-                        net_max = nets[k2] > net_max ? nets[k2] : net_max;
-                    }
-                    double raw_gbps = raw * 8e-3;
-                    double ratio = raw_gbps > 0 ? 100.0 * r.gbps_net / raw_gbps : 0;
-                    if (c->json) {
-                        printf("{\"tool\":\"sddaq-evb-bench\",\"provider\":\"%s\",\"nodes\":%u,"
-                               "\"frag\":%u,\"bulk\":%u,\"credits\":%u,\"bulk_bytes\":%" PRIu64
-                               ",\"raw_Gbps\":%.3f,\"evb_net_Gbps\":%.3f,\"evb_per_node_Gbps\":"
-                               "%.3f,\"ratio_pct\":%.1f,\"raw_min_max\":[%.3f,%.3f],"
-                               "\"evb_min_max\":[%.3f,%.3f],\"repeat\":%u,"
-                               "\"events_per_s\":%.0f,\"cpu_ru\":%.3f,"
-                               "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"lost\":%" PRIu64
-                               ",\"dup\":%" PRIu64 "}\n",
-                               run.o.provider, run.o.nnodes, run.o.src.mean, run.o.bulk,
-                               run.o.credits, bulk_bytes, raw_gbps, r.gbps_net,
-                               r.gbps_net / run.o.nnodes, ratio, raw_min * 8e-3, raw_max * 8e-3,
-                               net_min, net_max, c->repeat, r.evps, r.cpu_ru, r.cpu_bu, r.cpu_proc,
-                               r.lost, r.dup);
-                    } else {
-                        printf("%5u %7u %6u %7u %9.1f %9.2f %9.2f %10.1f %9.1f %7.0f %7.0f %7.0f "
-                               "%5" PRIu64 " %4" PRIu64 "\n",
-                               run.o.nnodes, run.o.src.mean, run.o.bulk, run.o.credits,
-                               (double)bulk_bytes / 1024, raw_gbps, r.gbps_net, ratio, r.evps / 1e3,
-                               100 * r.cpu_ru, 100 * r.cpu_bu, 100 * r.cpu_proc, r.lost, r.dup);
-                    }
-                    fflush(stdout);
-                    if (lr != 0 || !r.ok) {
-                        rc = 1;
-                    }
+                    rc |= bench_point(c, &run);
                 }
             }
         }

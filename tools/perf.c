@@ -19,6 +19,8 @@ static void usage(FILE *out)
             "usage: sddaq perf server [options]\n"
             "       sddaq perf client HOST:PORT [options]\n"
             "       sddaq perf self [options]         (server and client on this machine)\n"
+            "       sddaq perf mesh [options]         (N processes writing to each other; see\n"
+            "                                          sddaq perf mesh --help)\n"
             "\n"
             "  -p, --provider P    fabric provider: tcp, shm, verbs, efa, ..., auto (default)\n"
             "                      self: a comma list (default shm,tcp)\n"
@@ -297,6 +299,10 @@ int cmd_perf(int argc, char **argv)
         return early;
     }
     const char *mode = argv[1];
+    if (strcmp(mode, "mesh") == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        return perf_mesh_main(argc - 1, argv + 1);
+    }
     struct perf_opts o;
     defaults(&o);
     int first = 2;

@@ -120,4 +120,7 @@ int perf_client_run(const struct perf_opts *o);
 void perf_print_result(const struct perf_opts *o, const char *provider, const struct perf_result *r,
                        bool first);
 
+/* sddaq perf mesh: argv[0] is "mesh" (perf_mesh.c). */
+int perf_mesh_main(int argc, char **argv);
+
 #endif

@@ -2,7 +2,8 @@
 # System test of `sddaq evb` over tcp: a launched N x M run where every event is built exactly
 # once; three separate `evb run` processes with event records tallied by `evb check`; a builder
 # unit killed with SIGKILL mid-run (no event lost or built twice); a readout unit killed (its
-# events leave flagged incomplete); injected corrupt fragments counted exactly; usage errors.
+# events leave flagged incomplete); injected corrupt fragments counted exactly; `evb bench`
+# with its two raw references (one-way `perf self`, all-to-all `perf mesh`); usage errors.
 # Usage: test_evb_cli.sh PATH_TO_SDDAQ
 set -uo pipefail
 sddaq=${1:?usage: test_evb_cli.sh PATH_TO_SDDAQ}
@@ -77,7 +78,20 @@ check "corrupt: exit status" test $? -eq 0
 check "corrupt: counted" test "$(field "$work/c.json" corrupt)" = 100
 check "corrupt: the rest complete" test "$(field "$work/c.json" complete)" = 9900
 
-# 6. Usage errors are clear and exit 2.
+# 6. bench: both raw references and the builder ran; the ratios are what the medians say.
+"$sddaq" evb bench -p tcp -n 2 -s 1K -e 20000 --repeat 1 --perf-seconds 0.3 --json \
+    >"$work/bench.json" 2>"$work/bench.err"
+check "bench: exit status" test $? -eq 0
+check "bench: references, builder and ratios" python3 - "$work/bench.json" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+assert r["tool"] == "sddaq-evb-bench" and r["nodes"] == 2 and r["lost"] == 0 and r["dup"] == 0, r
+assert r["mesh_Gbps"] > 0 and r["oneway_Gbps"] > 0 and r["evb_net_Gbps"] > 0, r
+assert abs(r["ratio_pct"] - 100 * r["evb_net_Gbps"] / r["mesh_Gbps"]) < 0.1, r
+assert abs(r["ratio_oneway_pct"] - 100 * r["evb_net_Gbps"] / r["oneway_Gbps"]) < 0.1, r
+PY
+
+# 7. Usage errors are clear and exit 2.
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
 check "bad credits rejected" test $? -eq 2
 "$sddaq" evb run -e 10 >/dev/null 2>&1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # System test of the sddaq command line: `sddaq info`, `sddaq perf self` with a duration and
-# JSON output, a separate `perf server` / `perf client` pair over tcp with a port file, and
-# clear usage errors for bad arguments.
+# JSON output, a separate `perf server` / `perf client` pair over tcp with a port file,
+# `perf mesh` (N processes writing to each other) over tcp and shm, one of its processes killed
+# mid-run, and clear usage errors for bad arguments.
 # Usage: test_perf_cli.sh PATH_TO_SDDAQ
 set -uo pipefail
 sddaq=${1:?usage: test_perf_cli.sh PATH_TO_SDDAQ}
@@ -64,6 +65,48 @@ check "sizes over 16 MiB are refused" test $? -eq 2
 check "unknown test is a usage error" test $? -eq 2
 "$sddaq" nosuchcommand >/dev/null 2>&1
 check "unknown command is a usage error" test $? -eq 2
+
+# perf mesh: every process wrote, the total is the sum of what each moved.
+mesh_ok() { # file, nodes
+    python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+n = int(sys.argv[2])
+assert r["tool"] == "sddaq-perf-mesh" and r["ok"] is True and r["nodes"] == n, r
+assert len(r["node_Gbps"]) == n and min(r["node_Gbps"]) > 0, r["node_Gbps"]
+assert r["writes"] > 0 and r["bytes"] == r["writes"] * r["size"], r
+assert abs(r["Gbps"] - r["bytes"] * 8e-9 / r["seconds"]) < 0.01 * r["Gbps"] + 0.01, r
+PY
+}
+"$sddaq" perf mesh -p tcp -n 3 -s 64K -w 8 -D 0.3 --json >"$work/mesh3.json" 2>"$work/mesh3.err"
+check "perf mesh over tcp, 3 nodes, exits 0" test $? -eq 0
+check "and every node wrote" mesh_ok "$work/mesh3.json" 3
+"$sddaq" perf mesh -p shm -n 2 -s 16K -D 0.3 --json >"$work/mesh2.json" 2>"$work/mesh2.err"
+check "perf mesh over shm, 2 nodes, exits 0" test $? -eq 0
+check "and every node wrote" mesh_ok "$work/mesh2.json" 2
+
+# A node killed mid-run: the others notice, the run fails within seconds, nothing hangs.
+"$sddaq" perf mesh -p tcp -n 3 -s 64K -D 20 >"$work/killed.out" 2>"$work/killed.err" &
+mesh=$!
+sleep 1.5
+victim=$(pgrep -P "$mesh" | head -1)
+[ -n "$victim" ] && kill -9 "$victim"
+t0=$SECONDS
+wait "$mesh"
+rc=$?
+check "perf mesh with a node killed exits 1" test "$rc" -eq 1
+check "within 10 s of the kill" test $((SECONDS - t0)) -le 10
+check "and reports the failure" grep -q "FAILED" "$work/killed.out"
+
+"$sddaq" perf mesh -n 1 >/dev/null 2>&1
+check "perf mesh wants two nodes at least" test $? -eq 2
+"$sddaq" perf mesh -n 65 >/dev/null 2>&1
+check "perf mesh refuses more than 64 nodes" test $? -eq 2
+"$sddaq" perf mesh -s 0 >/dev/null 2>&1
+check "perf mesh refuses size 0" test $? -eq 2
+"$sddaq" perf mesh -p nosuchprovider -D 0.2 >/dev/null 2>"$work/noprov.err"
+check "perf mesh on a missing provider fails" test $? -eq 1
+check "and says so" grep -qi "provider" "$work/noprov.err"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
