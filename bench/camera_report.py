@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from report_common import print_table
 
 MAX_P99_US = 1000.0       # sustainable: p99 frame age
 MIN_DELIVERED = 0.98      # sustainable: delivered fps / target
@@ -113,19 +114,6 @@ def fmt(v, digits=None):
     return "%.2f" % v
 
 
-def print_table(title, header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print()
-    print(title)
-    line = "  ".join(str(h).ljust(widths[i]) if i == 0 else str(h).rjust(widths[i])
-                     for i, h in enumerate(header))
-    print(line.rstrip())
-    print("-" * len(line.rstrip()))
-    for r in rows:
-        print("  ".join(str(c).ljust(widths[i]) if i == 0 else str(c).rjust(widths[i])
-                        for i, c in enumerate(r)).rstrip())
-
-
 def load(manifest):
     runs = []
     with open(manifest) as f:
@@ -172,7 +160,7 @@ def cmd_report(args):
     print_table("(a) %d fps, 512x512 8-bit frames (256 KiB): camera -> control system" %
                 TARGET_FPS,
                 ["path", "camera fps", "dropped", "delivered fps", "Gbit/s", "skipped", "torn",
-                 "bad", "complete", "age p50 us", "p99 us", "max us", "run", ""], rows)
+                 "bad", "complete", "age p50 us", "p99 us", "max us", "run", ""], rows, rest=">")
 
     # (b) flat out and (c) the sweep
     rows = []
@@ -211,7 +199,7 @@ def cmd_report(args):
                      "%d: %s" % (first_fail, fail_why) if first_fail else "-"])
     print_table("(b) flat out (camera as fast as it can) and (c) highest sustainable rate",
                 ["path", "flat-out delivered fps", "camera fps", "torn", "Gbit/s",
-                 "max sustainable fps", "Gbit/s", "p99 us", "first failing rate: why"], rows)
+                 "max sustainable fps", "Gbit/s", "p99 us", "first failing rate: why"], rows, rest=">")
 
     # (d) targets
     def verdict(name, ok, detail):

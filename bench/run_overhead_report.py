@@ -9,10 +9,9 @@ account for every event (or a provider was missing), else 0; a missed target is 
 """
 import argparse
 import json
-import math
 import os
-import statistics
 import sys
+from report_common import fmt_size, print_table, read_text, stats
 
 TARGET = 0.90  # runtime events/s over bare events/s: overhead <= 10 %
 
@@ -29,14 +28,6 @@ NOTES = [
     "per million events.",
     "age = time from an event's building (BU) to the moment the stage was done with it.",
 ]
-
-
-def read_text(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return ""
 
 
 def last_json(text):
@@ -129,14 +120,6 @@ def load_samples(manifest):
     return samples
 
 
-def stats(values):
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values), "values": values}
-
-
 def fmt_rate(v):
     if v is None:
         return "n/a"
@@ -155,24 +138,6 @@ def fmt_num(v):
     if v is None:
         return "n/a"
     return "%.0f" % v if abs(v) >= 100 else "%.1f" % v if abs(v) >= 10 else "%.2f" % v
-
-
-def fmt_size(n):
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return "%d %s" % (n // div, unit)
-    return "%d B" % n
-
-
-def print_table(title, header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print()
-    print(title)
-    line = "  ".join(str(h).ljust(widths[i]) for i, h in enumerate(header)).rstrip()
-    print(line)
-    print("-" * len(line))
-    for r in rows:
-        print("  ".join(str(c).ljust(widths[i]) for i, c in enumerate(r)).rstrip())
 
 
 def age_pair(ages_list, name):

@@ -27,8 +27,8 @@ import json
 import math
 import os
 import re
-import statistics
 import sys
+from report_common import fmt_size, print_table, read_text, stats
 
 MIB = 1048576.0 / 1e6  # UCX "MB/s" is MiB/s
 
@@ -133,14 +133,6 @@ def parse_sddaq(text, size):
     return None, "no sddaq-perf JSON line for size %d" % size
 
 
-def read_text(path, limit=1 << 20):
-    try:
-        with open(path, "r", errors="replace") as f:
-            return f.read(limit)
-    except OSError:
-        return ""
-
-
 def first_error(path):
     for suffix in (".err", ".srv"):
         text = read_text(path + suffix).strip()
@@ -232,14 +224,6 @@ def load_samples(manifest, run_timeout):
     return samples
 
 
-def stats(values):
-    values = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    if not values:
-        return None
-    return {"median": statistics.median(values), "min": min(values), "max": max(values),
-            "n": len(values), "values": values}
-
-
 def fmt(v):
     if v is None:
         return "n/a"
@@ -259,26 +243,6 @@ def fmt_stat(st):
     if st["n"] == 1:
         return fmt(st["median"])
     return "%s [%s-%s]" % (fmt(st["median"]), fmt(st["min"]), fmt(st["max"]))
-
-
-def fmt_size(n):
-    for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= div and n % div == 0:
-            return "%d %s" % (n // div, unit)
-    return "%d B" % n
-
-
-def print_table(title, header, rows):
-    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
-    print()
-    print(title)
-    line = "  ".join(h.rjust(widths[i]) if i == 0 else h.ljust(widths[i])
-                     for i, h in enumerate(header))
-    print(line.rstrip())
-    print("-" * len(line.rstrip()))
-    for r in rows:
-        print("  ".join(str(c).rjust(widths[i]) if i == 0 else str(c).ljust(widths[i])
-                        for i, c in enumerate(r)).rstrip())
 
 
 def summarize(samples):
@@ -368,7 +332,7 @@ def summarize(samples):
             pname = sddaq_prov.get(prov) or prov
             print_table("[%s] %s  (ratio = sddaq/%s, %s is better; sddaq provider %s)" %
                         (prov, title, ref_label, "lower" if lower_better else "higher", pname),
-                        header, table)
+                        header, table, first=">")
             for e in rows:
                 for p in e["problems"]:
                     print("    %s: %s" % (fmt_size(e["size"]), p))
@@ -391,7 +355,7 @@ def summarize(samples):
                 print("    memcpy: %s" % bad[0])
         print_table("[local] memcpy, one thread (the ceiling of a copying transport)",
                     ["size", "GB/s median [min-max]", "ns/copy median [min-max]", "= MB/s"],
-                    rows)
+                    rows, first=">")
     return summary, verdicts
 
 
