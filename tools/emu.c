@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "emu_na62.h"
 #include "readout_opts.h"
 
 #include "sddaq/readout.h"
@@ -256,7 +255,7 @@ int cmd_emu(int argc, char **argv)
     }
     uint8_t *cycle = NULL;
     if (fmt == SDD_RO_FMT_NA62) {
-        sdd_err cerr = emu_na62_cycle(o.seed, na62_events, &cycle, &o.na62_bytes);
+        sdd_err cerr = sdd_ro_na62_cycle(o.seed, na62_events, &cycle, &o.na62_bytes);
         if (cerr != SDD_OK) {
             fprintf(stderr, "sddaq emu na62: generating events: %s\n", sdd_strerror(cerr));
             return 1;

@@ -107,7 +107,8 @@ struct sdd_cfg_fragment {
     double sigma;       /* lognormal shape; default 0.5 */
 };
 
-typedef enum { SDD_FRAME_STREAM = 0, SDD_FRAME_JUNGFRAU } sdd_frame_format;
+/* na62: TEL62 multi-event packets, packed into receive buffers for a trigger (no frames). */
+typedef enum { SDD_FRAME_STREAM = 0, SDD_FRAME_JUNGFRAU, SDD_FRAME_NA62 } sdd_frame_format;
 typedef enum { SDD_FRAME_DROP = 0, SDD_FRAME_PAD, SDD_FRAME_PARTIAL } sdd_frame_missing;
 
 /* Detector frames of a udp or emu-stream / emu-jungfrau source (docs/readout.md). */

@@ -196,6 +196,12 @@ struct sdd_ro_emu_stats {
     uint64_t elapsed_ns;     /* first to last send */
 };
 
+/* Material for an NA62 emulator: `events` events of the RICH trigger's default geometry and
+ * mix, generated from `seed` and packed as the TEL62 boards send them (sdd_rich_pack, packets
+ * of at most one datagram); *bytes (malloc'd, the caller frees) holds the packets back to
+ * back, *len their bytes. */
+SDD_API sdd_err sdd_ro_na62_cycle(uint64_t seed, uint32_t events, uint8_t **bytes, size_t *len);
+
 /* Defaults for a format: stream 0, 16 packets x 1024 B (jungfrau: 128 x 8192; na62: one
  * packet of at most 1472 B per "frame"), as fast as possible, no injection, pattern on. */
 SDD_API void sdd_ro_emu_opts_default(struct sdd_ro_emu_opts *o, sdd_ro_format fmt);

@@ -79,8 +79,12 @@ struct sdd_run_summary {
     char reason[256];        /* "stage: why" when status is not SDD_OK */
     double seconds;          /* running phase, start to the last stage drained */
     uint64_t run_number;
-    uint64_t generated;      /* events the RUs generated (each RU generates every event) */
-    uint64_t built, complete, incomplete, corrupt;
+    uint64_t generated;      /* events the RUs generated (each RU generates every event);
+                                read straight into a trigger: what its emulators sent */
+    uint64_t built, complete, incomplete, corrupt; /* straight into a trigger: built = the
+                                events its event finder found (docs/run.md) */
+    bool found;              /* read straight into a trigger: no event builder; built counts
+                                found events, which may exceed generated */
     uint64_t kept, rejected; /* decisions of the process stages fed by the builder units */
     uint64_t written;        /* records the writers accepted */
     uint64_t dropped;        /* counted drops anywhere */
@@ -88,7 +92,7 @@ struct sdd_run_summary {
     uint32_t nodes;          /* nodes whose figures are summed: 1, or every node on the
                                 coordinator of a multi-node run (the others sum their own) */
     bool node_ok;            /* this node's own part of the accounting (below) holds */
-    bool accounted;          /* generated == built; every built event a BU handed on was
+    bool accounted;          /* generated == built (unless found); every built event a BU handed on was
                                 decided (kept, rejected or counted dropped) by the process
                                 stages fed by the BUs; every writer wrote, or counted as
                                 dropped, each event passed to it */

@@ -17,7 +17,7 @@ const char *const cfg_frag_dist_names[] = {"fixed", "uniform", "lognormal", NULL
 const char *const cfg_algo_names[] = {"none", "hough", "rich", "prescale", NULL};
 const char *const cfg_writer_names[] = {"hdf5", "raw", "null", NULL};
 const char *const cfg_transport_names[] = {"auto", "ring", "fabric", NULL};
-const char *const cfg_frame_format_names[] = {"stream", "jungfrau", NULL};
+const char *const cfg_frame_format_names[] = {"stream", "jungfrau", "na62", NULL};
 const char *const cfg_frame_missing_names[] = {"drop", "pad", "partial", NULL};
 
 static const char *name_of(const char *const *names, size_t count, unsigned v)

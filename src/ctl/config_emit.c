@@ -119,12 +119,12 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
             c->kind == SDD_SRC_EMU_JUNGFRAU) {
             sbuf_put(b, "    frame:\n");
             if (c->kind == SDD_SRC_UDP) {
-                sbuf_put(b, "      format: %s\n", c->frame.format == SDD_FRAME_JUNGFRAU ? "jungfrau"
-                                                                                   : "stream");
+                static const char *const formats[] = {"stream", "jungfrau", "na62"};
+                sbuf_put(b, "      format: %s\n", formats[c->frame.format % 3]);
             }
-            bool jf = c->kind == SDD_SRC_EMU_JUNGFRAU ||
-                      (c->kind == SDD_SRC_UDP && c->frame.format == SDD_FRAME_JUNGFRAU);
-            if (!jf) {
+            bool fixed = c->kind == SDD_SRC_EMU_JUNGFRAU ||
+                         (c->kind == SDD_SRC_UDP && c->frame.format != SDD_FRAME_STREAM);
+            if (!fixed) {
                 sbuf_put(b, "      packets: %u\n      payload: ", c->frame.packets);
                 put_size(b, c->frame.payload);
                 sbuf_put(b, "\n");

@@ -773,6 +773,11 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
                                           s->source.frame.format == SDD_FRAME_JUNGFRAU))) {
             perr(c, a.frame_geometry, sub,
                  "jungfrau frames are always 128 packets of 8192 bytes");
+        } else if (a.frame_geometry != NULL && k == SDD_SRC_UDP &&
+                   s->source.frame.format == SDD_FRAME_NA62) {
+            perr(c, a.frame_geometry, sub,
+                 "na62 packets are not frames: they are packed into receive buffers of up to "
+                 "64 packets of 1472 bytes");
         }
         const struct sdd_cfg_fragment *f = &s->source.fragment;
         if (a.fragment_key != NULL && (f->min != 0 || f->max != 0) &&

@@ -76,6 +76,10 @@ static sdd_err on_transition(void *arg, sdd_runctl *rc, sdd_run_state to, const 
                      r->cfg->run.coordinator);
             return SDD_EBUSY;
         }
+        if (r->ndirect > 0) { /* a detector does not wait: nothing could hold its packets */
+            snprintf(msg, len, "a run reading NA62 packets straight into a trigger cannot pause");
+            return SDD_ENOTSUP;
+        }
         bool on = to == SDD_RUN_PAUSED;
         sdd_err err = pause_run(r, on);
         if (err != SDD_OK) {
@@ -117,6 +121,34 @@ static bool evb_all_done(const struct sdd_run *r)
         }
     }
     return true;
+}
+
+/* Sources read straight into a trigger (run_direct.c) that still run. */
+static bool direct_all_done(const struct sdd_run *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->st[i].direct != NULL && atomic_load(&r->st[i].live) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* run.events for a udp source read straight into a trigger: the trigger found that many (an
+ * emulator sends exactly that many itself and ends the run so). */
+static bool direct_enough(const struct sdd_run *r)
+{
+    uint64_t limit = r->o.events > 0 ? r->o.events : r->cfg->run.events;
+    if (r->ndirect == 0 || limit == 0 || run_direct_sent(r) > 0) {
+        return false;
+    }
+    uint64_t found = 0;
+    for (size_t i = 0; i < r->n; i++) {
+        found += r->st[i].first_decision && r->st[i].direct_fed
+                     ? sdd_metric_counter_value(r->st[i].m.events_in)
+                     : 0;
+    }
+    return found >= limit;
 }
 
 static bool stages_all_done(const struct sdd_run *r)
@@ -289,14 +321,15 @@ static void monitor(struct sdd_run *r)
          * failure that keeps the run from draining. */
         bool timed_out = r->coordinator && duration > 0 && running_s >= duration;
         bool want = timed_out || (r->o.stop && *r->o.stop) || atomic_load(&r->stop_req) != 0 ||
-                    atomic_load(&r->failed) != 0;
-        if (want && !stopping && !evb_all_done(r)) {
+                    atomic_load(&r->failed) != 0 || direct_enough(r);
+        if (want && !stopping && !(evb_all_done(r) && direct_all_done(r))) {
             stopping = true;
             stop_ns = now;
             stop_sources(r);
             /* Detector streams end with the run: the RUs still need frames up to the end
              * bulk, which are on their way or in the receivers; after that, missing. */
             run_evb_readout_stop(r);
+            run_direct_stop(r); /* what came goes on into the trigger */
         }
         if (stopping && now - stop_ns > DRAIN_TIMEOUT_NS &&
             atomic_load(&r->phase) != RUN_PHASE_ABORT) {
@@ -316,6 +349,7 @@ static void monitor(struct sdd_run *r)
 static void join_all(struct sdd_run *r)
 {
     run_evb_join(r);
+    run_direct_join(r);
     for (size_t i = 0; i < r->n; i++) {
         for (unsigned t = 0; t < r->st[i].started; t++) {
             pthread_join(r->st[i].th[t], NULL);
@@ -439,6 +473,9 @@ static sdd_err setup(struct sdd_run *r)
         err = run_metrics_setup(r);
     }
     if (err == SDD_OK) {
+        err = run_direct_setup(r);
+    }
+    if (err == SDD_OK) {
         err = run_evb_setup(r);
     }
     if (err == SDD_OK) {
@@ -488,6 +525,7 @@ static void teardown(struct sdd_run *r)
     sdd_sleep_ns(SDD_NS_PER_MS * (r->http != NULL && atomic_load(&r->stop_req) ? 20 : 0));
     sdd_http_stop(r->http);
     run_stages_close(r);
+    run_direct_destroy(r);
     run_evb_destroy(r);
     if (r->st != NULL) {
         for (size_t i = 0; i < r->n; i++) {
@@ -560,9 +598,13 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
         summary->ran = true;
         atomic_store(&r->phase, RUN_PHASE_GO);
         run_evb_readout_start(r);
+        if (run_direct_start(r) != SDD_OK) {
+            run_fail(r, NULL, SDD_ENOMEM, "cannot start the readout threads");
+        }
         monitor(r);
     }
     run_evb_readout_stop(r);
+    run_direct_stop(r);
     join_all(r);
     run_stages_close(r); /* writers close their files: the run's data is complete now */
     if (atomic_load(&r->failed) == 0 && err == SDD_OK && started) {

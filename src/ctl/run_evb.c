@@ -109,9 +109,9 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
         if (src == NULL) {
             return SDD_ENOTSUP;
         }
-        if (src->source.kind == SDD_SRC_EMU_NA62) {
-            SDD_ERROR(LOG, "%s: emu-na62 sources are not run by `sddaq run` yet (they feed the "
-                           "RICH trigger, which is not a stage of a chain yet)", src->name);
+        if (run_direct_source(src)) {
+            SDD_ERROR(LOG, "%s: NA62 packets are not fragments of one event: they go straight "
+                           "into a trigger (process rich), not into an ru", src->name);
             return SDD_ENOTSUP;
         }
         if (src->source.streams != 1) {
@@ -490,6 +490,20 @@ sdd_err run_evb_setup(struct sdd_run *r)
     struct run_stage *rus[SDD_EVB_MAX_NODES], *bus[SDD_EVB_MAX_NODES];
     uint32_t nru = 0, nbu = 0;
     sdd_err err = list_nodes(r, rus, &nru, bus, &nbu);
+    if (err == SDD_OK && nru == 0 && nbu == 0 && r->ndirect > 0) {
+        /* Readout straight into a trigger (run_direct.c): no event builder, and no other
+         * kind of source beside it. */
+        for (size_t i = 0; i < r->n; i++) {
+            const struct sdd_cfg_stage *c = r->st[i].cfg;
+            if (c->type == SDD_STAGE_SOURCE && !run_direct_source(c)) {
+                SDD_ERROR(LOG, "%s: a %s source needs an event builder (ru and bu stages); "
+                               "this topology reads NA62 packets straight into a trigger",
+                          c->name, sdd_source_kind_name(c->source.kind));
+                return SDD_ENOTSUP;
+            }
+        }
+        return SDD_OK;
+    }
     if (err == SDD_OK) {
         err = check_shape(r, rus, nru, bus, nbu);
     }

@@ -85,18 +85,31 @@ void run_counts_detach(void)
 
 /* ---- hand-over ------------------------------------------------------------------------------ */
 
-/* A pooled copy of a view, with refs references; NULL when the run is aborted meanwhile. */
-static struct run_item *materialize(struct run_stage *s, const struct run_item *v, uint32_t refs)
+struct run_item *run_item_new(struct sdd_run *r)
 {
-    struct sdd_run *r = s->run;
     struct run_item *it;
-    /* No free buffer: the stages behind are slower than building. Wait; the BU returns no
-     * credits meanwhile, which slows the RUs down. */
+    /* No free buffer: the stages behind are slower than their input. Wait; a BU returns no
+     * credits meanwhile, which slows the RUs down (a receiver fills its ring and counts). */
     while ((it = sdd_pool_get(r->items)) == NULL) {
         if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
             return NULL;
         }
         sdd_sleep_ns(SDD_NS_PER_US * 20);
+    }
+    memset(it, 0, sizeof(*it));
+    it->pooled = true;
+    atomic_store(&it->kept, 1);
+    atomic_store(&it->refs, 1);
+    return it;
+}
+
+/* A pooled copy of a view, with refs references; NULL when the run is aborted meanwhile. */
+static struct run_item *materialize(struct run_stage *s, const struct run_item *v, uint32_t refs)
+{
+    struct sdd_run *r = s->run;
+    struct run_item *it = run_item_new(r);
+    if (it == NULL) {
+        return NULL;
     }
     long n = sdd_evb_event_serialize(v->ev, it->data, r->item_bytes);
     if (n < 0) { /* cannot happen with item_bytes sized from the largest fragment */

@@ -2,6 +2,7 @@
  *   run.c           set-up, run control, the stop and pause sequences, the monitor
  *   run_evb.c       ru and bu stages: event-builder nodes and their threads
  *   run_readout.c   detector readout sources;  run_hough_feed.c  the tracker emulator
+ *   run_direct.c    readout straight into a trigger (NA62 packets), no event builder
  *   run_handover.c  how built events move between stages (views, pool, rings, inline stages)
  *   run_workers.c   process, writer and feedback threads
  *   run_stages.c    their set-up, start and close
@@ -96,6 +97,9 @@ struct run_stage {
     struct run_lat lat[RUN_MAX_THREADS];
     /* ru, bu: the event-builder node the stage is part of */
     struct run_evb_node *evb;
+    /* source: its receiver when it feeds stages directly (run_direct.c) */
+    struct run_direct *direct;
+    bool direct_fed; /* process: fed by such a source; its input is receive buffers */
     _Atomic uint64_t built, complete, incomplete, corrupt, generated, bytes_built; /* copies */
     uint64_t evb_pub_ns;
     /* process */
@@ -153,6 +157,7 @@ struct sdd_run {
     uint32_t nevb, nevb_local;
     struct sdd_evb_opts evb_opts;
     uint64_t events; /* the event builder's run length (an upper bound for timed runs) */
+    uint32_t ndirect; /* sources read straight into a trigger (run_direct.c) */
     _Atomic int phase;
     _Atomic unsigned evb_ready, evb_held; /* local nodes connected; holding */
     _Atomic int hold_req;                 /* every local RU holds (a stop or a pause) */
@@ -234,6 +239,9 @@ void run_stages_close(struct sdd_run *r);
  * own reference. */
 void run_emit(struct run_stage *s, struct run_item *it, bool kept);
 void run_item_release(struct sdd_run *r, struct run_item *it);
+/* A pool buffer as a new item holding one reference (the caller's), for a stage that makes
+ * events of its own; waits while the pool is empty; NULL when the run is aborted meanwhile. */
+struct run_item *run_item_new(struct sdd_run *r);
 /* This thread's counts for stage s (run_counts_attach first). */
 struct run_counts *run_counts(const struct run_stage *s);
 sdd_err run_counts_attach(struct sdd_run *r);
@@ -257,6 +265,11 @@ struct run_worker_arg {
 void *run_process_thread(void *arg);
 void *run_writer_thread(void *arg);
 void *run_feedback_thread(void *arg);
+/* Shared by the stage threads: the worker's CPUs; its end (the stage ends with its last). */
+void run_pin_worker(struct run_stage *s, unsigned t);
+void *run_worker_done(struct run_worker_arg *wa);
+/* run_rich.c: a RICH trigger worker (receive buffers in, one record per event with rings) */
+void *run_rich_thread(void *arg);
 
 /* run_report.c */
 sdd_err run_metrics_setup(struct sdd_run *r);
@@ -265,5 +278,24 @@ void run_metrics_tick(struct sdd_run *r);
 /* One progress line at t seconds into the run; last: the closing one, with the average rate. */
 void run_progress(struct sdd_run *r, FILE *f, double t, bool last);
 void run_summarize(struct sdd_run *r, struct sdd_run_summary *out);
+
+/* run_direct.c */
+struct run_direct;
+/* Does this stage read NA62 packets straight into the stages it links to (emu-na62, or udp
+ * with frame format na62)? */
+bool run_direct_source(const struct sdd_cfg_stage *s);
+/* Bytes of one receive buffer (an item of such a source). */
+size_t run_direct_buffer_bytes(void);
+/* Receivers (and emulators, not yet sending) for this node's direct sources; sizes items. */
+sdd_err run_direct_setup(struct sdd_run *r);
+/* Their threads: buffers start to flow; emulators send. */
+sdd_err run_direct_start(struct sdd_run *r);
+/* Stop the emulators, then the receivers: what came is handed on and the sources end. */
+void run_direct_stop(struct sdd_run *r);
+void run_direct_join(struct sdd_run *r);
+/* Events the emulators send in all (0: unbounded or no emulator). */
+uint64_t run_direct_sent(const struct sdd_run *r);
+void run_direct_free(struct run_direct *d);
+void run_direct_destroy(struct sdd_run *r);
 
 #endif

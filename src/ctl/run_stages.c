@@ -144,14 +144,38 @@ sdd_err run_stages_setup(struct sdd_run *r)
         const struct sdd_cfg_link *l = &cfg->links[i];
         struct run_stage *from = &r->st[sdd_config_find_stage(cfg, l->from)];
         struct run_stage *to = &r->st[sdd_config_find_stage(cfg, l->to)];
-        if (from->cfg->type == SDD_STAGE_SOURCE || from->cfg->type == SDD_STAGE_RU) {
+        bool direct = run_direct_source(from->cfg);
+        if ((from->cfg->type == SDD_STAGE_SOURCE && !direct) || from->cfg->type == SDD_STAGE_RU) {
             if (to->cfg->type != SDD_STAGE_RU && to->cfg->type != SDD_STAGE_BU) {
-                SDD_ERROR(LOG, "%s -> %s: `sddaq run` links sources only to ru stages for now",
+                SDD_ERROR(LOG, "%s -> %s: `sddaq run` links this source only to ru stages (only "
+                               "NA62 packets, from emu-na62 or a udp source with frame format "
+                               "na62, go straight into a trigger)",
                           l->from, l->to);
                 return SDD_ENOTSUP;
             }
             continue; /* the event builder's own links */
         }
+        if (direct && (to->cfg->type == SDD_STAGE_RU || to->cfg->type == SDD_STAGE_BU)) {
+            SDD_ERROR(LOG, "%s -> %s: NA62 packets are not fragments of one event: they go "
+                           "straight into a trigger (process rich), a prescale or a writer",
+                      l->from, l->to);
+            return SDD_ENOTSUP;
+        }
+        bool process = to->cfg->type == SDD_STAGE_PROCESS;
+        bool rich = process && to->cfg->process.algorithm == SDD_ALGO_RICH;
+        if (rich && !direct) {
+            SDD_ERROR(LOG, "%s -> %s: the rich trigger takes receive buffers of NA62 packets: "
+                           "link it from an emu-na62 source or a udp source with frame format "
+                           "na62", l->from, l->to);
+            return SDD_ENOTSUP;
+        }
+        if (direct && process && to->cfg->process.algorithm == SDD_ALGO_HOUGH) {
+            SDD_ERROR(LOG, "%s -> %s: the hough trigger takes built events, not receive buffers "
+                           "of NA62 packets", l->from, l->to);
+            return SDD_ENOTSUP;
+        }
+        to->direct_fed |= direct;
+        to->first_decision |= direct && rich; /* its events are the run's events */
         if (!from->local) {
             continue; /* another node's (run.c refused links that cross nodes here) */
         }
@@ -194,9 +218,10 @@ sdd_err run_stages_setup(struct sdd_run *r)
             run_lat_init(&s->lat[t]);
         }
         if (c->type == SDD_STAGE_PROCESS) {
-            if (c->process.algorithm == SDD_ALGO_RICH) {
-                SDD_ERROR(LOG, "%s: the rich algorithm is not run by `sddaq run` yet (use "
-                               "`sddaq trigger rich`)", c->name);
+            if (c->process.algorithm == SDD_ALGO_RICH && !s->direct_fed) {
+                SDD_ERROR(LOG, "%s: the rich trigger takes receive buffers of NA62 packets: "
+                               "link it from an emu-na62 source or a udp source with frame "
+                               "format na62", c->name);
                 err = SDD_ENOTSUP;
             } else if (c->process.threads > RUN_MAX_THREADS) {
                 SDD_ERROR(LOG, "%s: at most %d threads", c->name, RUN_MAX_THREADS);
@@ -228,8 +253,11 @@ sdd_err run_stages_start(struct sdd_run *r)
             if (!s->local || s->cfg->type != order[k]) {
                 continue;
             }
+            bool rich = s->cfg->type == SDD_STAGE_PROCESS &&
+                        s->cfg->process.algorithm == SDD_ALGO_RICH;
             void *(*fn)(void *) = order[k] == SDD_STAGE_WRITER     ? run_writer_thread
                                   : order[k] == SDD_STAGE_FEEDBACK ? run_feedback_thread
+                                  : rich                           ? run_rich_thread
                                                                    : run_process_thread;
             atomic_store(&s->live, s->nthreads);
             for (unsigned t = 0; t < s->nthreads; t++) {

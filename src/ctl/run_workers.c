@@ -10,7 +10,7 @@
 #include "sddaq/trigger.h"
 
 /* A worker's end: its last latencies out, and the stage finished when it was the last. */
-static void *worker_done(struct run_worker_arg *wa)
+void *run_worker_done(struct run_worker_arg *wa)
 {
     struct run_stage *s = wa->s;
     run_lat_flush(&s->lat[wa->t]);
@@ -22,7 +22,7 @@ static void *worker_done(struct run_worker_arg *wa)
     return NULL;
 }
 
-static void pin_worker(struct run_stage *s, unsigned t)
+void run_pin_worker(struct run_stage *s, unsigned t)
 {
     if (s->cfg->cores[0] == '\0') {
         return;
@@ -106,7 +106,7 @@ void *run_process_thread(void *arg)
     unsigned t = wa->t;
     struct sdd_run *r = s->run;
     const struct sdd_cfg_process *pc = &s->cfg->process;
-    pin_worker(s, t);
+    run_pin_worker(s, t);
     struct hough_worker *w = NULL;
     if (pc->algorithm == SDD_ALGO_HOUGH) {
         sdd_hough_opts ho;
@@ -164,7 +164,7 @@ void *run_process_thread(void *arg)
         sdd_hough_destroy(w->h);
         free(w);
     }
-    return worker_done(wa);
+    return run_worker_done(wa);
 }
 
 /* ---- writer and feedback ------------------------------------------------------------------- */
@@ -174,7 +174,7 @@ void *run_writer_thread(void *arg)
     struct run_worker_arg *wa = arg;
     struct run_stage *s = wa->s;
     struct sdd_run *r = s->run;
-    pin_worker(s, 0);
+    run_pin_worker(s, 0);
     bool broken = false;
     uint64_t busy = 0;
     struct run_item *it;
@@ -204,7 +204,7 @@ void *run_writer_thread(void *arg)
         run_item_release(r, it);
     }
     atomic_fetch_add(&s->busy_ns, busy);
-    return worker_done(wa);
+    return run_worker_done(wa);
 }
 
 void *run_feedback_thread(void *arg)
@@ -212,7 +212,7 @@ void *run_feedback_thread(void *arg)
     struct run_worker_arg *wa = arg;
     struct run_stage *s = wa->s;
     struct sdd_run *r = s->run;
-    pin_worker(s, 0);
+    run_pin_worker(s, 0);
     struct run_item *it;
     while ((it = run_next_item(s)) != NULL) {
         sdd_metric_add(s->m.events_in, 1);
@@ -235,5 +235,5 @@ void *run_feedback_thread(void *arg)
         run_lat_record(&s->lat[0], f->decided_ns - it->built_ns, f->decided_ns);
         run_item_release(r, it);
     }
-    return worker_done(wa);
+    return run_worker_done(wa);
 }

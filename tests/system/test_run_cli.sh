@@ -206,9 +206,6 @@ grep -q "^records  *10000$" <<<"$out" || fail "readout: records: $out"
 grep -q "^flags  *$((10000 - inc)) clean, $inc flagged" <<<"$out" || fail "readout: flags: $out"
 
 # 6. Topologies the runtime cannot run yet, and broken ones: exit 2 and a message.
-"$sddaq" run "$examples/readout-rich.yaml" -q --no-http >/dev/null 2>"$dir/e.txt"
-[ $? = 2 ] || fail "readout-rich: exit"
-grep -q "tel62" "$dir/e.txt" || fail "readout-rich: stage not named: $(cat "$dir/e.txt")"
 "$sddaq" run "$examples/two-host-evb.yaml" -q --no-http >/dev/null 2>"$dir/e.txt"
 [ $? = 2 ] || fail "two-host: exit"
 grep -q "multi-node" "$dir/e.txt" || fail "two-host: message: $(cat "$dir/e.txt")"

@@ -1,13 +1,11 @@
 /* The NA62 emulator's material comes from the RICH trigger's generator and packer, so what
  * the readout receives is what the ring finder expects (docs/formats.md "RICH packet"). */
-#include "emu_na62.h"
-
 #include <stdlib.h>
 
 #include "sddaq/readout.h"
 #include "sddaq/trigger.h"
 
-sdd_err emu_na62_cycle(uint64_t seed, uint32_t events, uint8_t **bytes, size_t *len)
+sdd_err sdd_ro_na62_cycle(uint64_t seed, uint32_t events, uint8_t **bytes, size_t *len)
 {
     sdd_rich_gen_opts go;
     sdd_rich_gen_opts_default(&go);

@@ -1,0 +1,142 @@
+/* The RICH trigger as a stage of a run (process algorithm `rich`): each item it takes is a
+ * receive buffer of NA62 packets from a source read straight into it (run_direct.c); the
+ * event finder, the merge of the boards and the ring finder run on it (sdd_rich_proc), and
+ * every merged event with at least one ring leaves as a record of its own (docs/formats.md,
+ * "RICH trigger record") for the writers behind. Events without a ring are rejected. Counts
+ * are in events: in = merged events found, out = kept. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/le.h"
+#include "run_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/trigger.h"
+
+#define RICH_RECORD_MAGIC 0x52484352u /* "RCHR" */
+#define RICH_RECORD_HDR   12
+#define RICH_RECORD_RING  28
+
+/* Largest record: header, SDD_RICH_MAX_HITS channels, max_rings rings. */
+static size_t record_max(uint32_t max_rings)
+{
+    return RICH_RECORD_HDR + 2 * (size_t)SDD_RICH_MAX_HITS + RICH_RECORD_RING * (size_t)max_rings;
+}
+
+/* Event i of a processed buffer as a record; returns its bytes. */
+static uint32_t rich_record(const sdd_rich_output *o, uint32_t i, uint8_t *buf)
+{
+    const sdd_rich_batch *b = o->events;
+    uint32_t nr = o->nrings[i] < o->max_rings ? o->nrings[i] : o->max_rings;
+    uint32_t nh = b->nhits[i];
+    put_le32(buf, RICH_RECORD_MAGIC);
+    put_le32(buf + 4, b->timestamp[i]);
+    buf[8] = (uint8_t)nh;
+    buf[9] = (uint8_t)nr;
+    buf[10] = b->boards[i];
+    buf[11] = 0;
+    uint8_t *p = buf + RICH_RECORD_HDR;
+    for (uint32_t h = 0; h < nh; h++, p += 2) {
+        put_le16(p, b->hits[b->first[i] + h]);
+    }
+    const sdd_rich_ring *rg = &o->rings[(size_t)i * o->max_rings];
+    for (uint32_t k = 0; k < nr; k++, p += RICH_RECORD_RING) {
+        float f[4] = {rg[k].cx, rg[k].cy, rg[k].r, rg[k].quality};
+        for (int j = 0; j < 4; j++) {
+            uint32_t u;
+            memcpy(&u, &f[j], sizeof(u));
+            put_le32(p + 4 * j, u);
+        }
+        p[16] = rg[k].spot;
+        p[17] = rg[k].nhits;
+        put_le16(p + 18, 0);
+        put_le64(p + 20, rg[k].hits);
+    }
+    return (uint32_t)(p - buf);
+}
+
+static uint64_t malformed(const sdd_rich_ef_stats *e)
+{
+    return e->bad_magic + e->bad_version + e->bad_board + e->bad_pkt_length + e->truncated +
+           e->bad_signature + e->bad_evt_length + e->too_many_hits + e->bad_channel +
+           e->bad_timestamp + e->count_mismatch + e->index_full;
+}
+
+/* One buffer: its events decided, the kept ones sent on. False when the run is aborted. */
+static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct run_item *in)
+{
+    struct sdd_run *r = s->run;
+    struct run_counts *c = run_counts(s);
+    sdd_rich_output o;
+    sdd_err err = sdd_rich_proc_run(p, in->data, in->bytes, &o);
+    if (err != SDD_OK) {
+        sdd_metric_add(s->m.errors, 1);
+        return true;
+    }
+    for (uint32_t i = 0; i < o.events->n; i++) {
+        c->events_in++;
+        c->bytes_in += 2u * o.events->nhits[i];
+        if (o.nrings[i] == 0) {
+            c->rejected++;
+            continue;
+        }
+        struct run_item *rec = run_item_new(r);
+        if (rec == NULL) {
+            return false;
+        }
+        rec->bytes = rich_record(&o, i, rec->data);
+        rec->id = (in->id << 16) | i; /* buffer number, event in the buffer */
+        rec->built_ns = in->built_ns;
+        atomic_store(&rec->ntracks, o.nrings[i]);
+        c->kept++;
+        c->events_out++;
+        c->bytes_out += rec->bytes;
+        atomic_fetch_add(&s->tracks, o.nrings[i]);
+        run_emit(s, rec, true);
+        run_item_release(r, rec);
+    }
+    return true;
+}
+
+void *run_rich_thread(void *arg)
+{
+    struct run_worker_arg *wa = arg;
+    struct run_stage *s = wa->s;
+    unsigned t = wa->t;
+    struct sdd_run *r = s->run;
+    run_pin_worker(s, t);
+    sdd_rich_proc_opts po;
+    sdd_rich_proc_opts_default(&po);
+    po.max_bytes = run_direct_buffer_bytes();
+    sdd_rich_proc *p = NULL;
+    sdd_err err =
+        r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &p);
+    if (err != SDD_OK) {
+        run_fail(r, s, err, "cannot create the RICH event and ring finders");
+    }
+    if (run_counts_attach(r) != SDD_OK) {
+        run_fail(r, s, SDD_ENOMEM, "no memory for the worker's counters");
+    }
+    struct run_item *it;
+    uint64_t busy = 0;
+    bool going = true;
+    while ((it = run_next_item(s)) != NULL) {
+        uint64_t t0 = sdd_now_ns();
+        if (p != NULL && going) {
+            going = decide_buffer(s, p, it);
+        }
+        uint64_t done = sdd_now_ns();
+        busy += done - t0;
+        run_lat_record(&s->lat[t], done - it->built_ns, done);
+        run_item_release(r, it);
+        run_counts_flush();
+    }
+    run_counts_detach();
+    atomic_fetch_add(&s->busy_ns, busy);
+    if (p != NULL) {
+        sdd_rich_ef_stats ef;
+        sdd_rich_proc_stats(p, &ef, NULL);
+        sdd_metric_add(s->m.errors, malformed(&ef)); /* counted, flagged, skipped */
+        sdd_rich_proc_destroy(p);
+    }
+    return run_worker_done(wa);
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# sddaq run with NA62 readout straight into the RICH trigger (no event builder): an emu-na62
+# source sends a fixed number of generated events; the trigger finds, decides and writes every
+# one (found = kept + rejected, kept = HDF5 records, each of which decodes with its rings), a
+# prescaled sample of the receive buffers goes to a raw file, and the same seed gives the same
+# result twice. The shipped example (a udp source fed by `sddaq emu na62`) stops once the
+# trigger found the requested events; a timed run ends; topologies that mix NA62 packets with
+# the event builder or the Hough trigger are refused naming the stage.
+# Usage: bash test_run_rich.sh PATH/TO/sddaq
+set -u -o pipefail
+
+sddaq=${1:?usage: test_run_rich.sh PATH/TO/sddaq}
+sddaq=$(cd "$(dirname "$sddaq")" && pwd)/$(basename "$sddaq")
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/run-rich.XXXXXX")
+trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+export SDDAQ_LOG=error
+py=$(command -v python3) || { echo "skipped: python3 not installed"; exit 77; }
+h5py=/usr/bin/python3
+"$h5py" -c 'import h5py' 2>/dev/null || h5py=$py
+cd "$dir" || exit 1
+
+field() { "$py" -c 'import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])' "$1" "$2"; }
+stage() {
+    "$py" -c 'import json,sys; s=[x for x in json.loads(sys.argv[1])["stages"] if x["name"]==sys.argv[2]]; print(s[0][sys.argv[3]])' "$1" "$2" "$3"
+}
+
+# topology RUN-KEYS: emu-na62 -> rich (2 threads) -> hdf5, and -> prescale 10 -> raw.
+topology() {
+    cat <<EOF
+run: {name: rich, output_dir: $dir/out, $1}
+nodes:
+  - {name: daq1, host: 127.0.0.1, control_port: 0}
+stages:
+  - {name: tel62, type: source, kind: emu-na62, seed: 3, rate: 200000}
+  - {name: rich, type: process, algorithm: rich, threads: 2}
+  - {name: minbias, type: process, algorithm: prescale, factor: 10}
+  - {name: selected, type: writer, format: hdf5}
+  - {name: sample, type: writer, format: raw}
+links:
+  - {from: tel62, to: rich}
+  - {from: tel62, to: minbias}
+  - {from: rich, to: selected}
+  - {from: minbias, to: sample}
+EOF
+}
+
+# 1. 20000 events: every one sent, every one found decided and written.
+topology "events: 20000" >fixed.yaml
+"$sddaq" config check fixed.yaml >/dev/null || fail "fixed: config check"
+json=$("$sddaq" run fixed.yaml -q --no-http --json 2>err1) || fail "fixed: $(cat err1)"
+[ "$(field "$json" status)" = OK ] || fail "fixed: status: $json"
+[ "$(field "$json" accounted)" = True ] || fail "fixed: not accounted: $json"
+[ "$(field "$json" found)" = True ] || fail "fixed: not marked found: $json"
+[ "$(field "$json" generated)" = 20000 ] || fail "fixed: generated: $json"
+[ "$(stage "$json" tel62 dropped)" = 0 ] || fail "fixed: packets lost on loopback: $json"
+found=$(field "$json" built)
+kept=$(field "$json" kept)
+# A buffer boundary splits the events whose boards' packets straddle it: found >= sent.
+[ "$found" -ge 20000 ] && [ "$found" -le 22000 ] || fail "fixed: found $found of 20000: $json"
+[ $((kept + $(field "$json" rejected))) = "$found" ] || fail "fixed: kept + rejected: $json"
+[ "$kept" -gt $((found / 2)) ] || fail "fixed: too few events with rings: $json"
+[ "$(stage "$json" selected events_out)" = "$kept" ] || fail "fixed: selected: $json"
+[ "$(stage "$json" rich errors)" = 0 ] || fail "fixed: malformed events: $json"
+buffers=$(stage "$json" tel62 events_out)
+[ "$(stage "$json" minbias events_in)" = "$buffers" ] || fail "fixed: minbias in: $json"
+sampled=$(stage "$json" minbias events_out)
+[ "$sampled" = $(((buffers + 9) / 10)) ] || fail "fixed: 1 in 10 of $buffers buffers: $json"
+[ "$(stage "$json" sample events_out)" = "$sampled" ] || fail "fixed: sample: $json"
+h5=$(stage "$json" selected detail)
+totals=$("$h5py" "$root/examples/read_rich_records.py" "$h5" --totals) ||
+    fail "fixed: records do not decode: $totals"
+read -r _ records _ rings _ hits _ bad <<<"$totals"
+[ "$records" = "$kept" ] && [ "$bad" = 0 ] && [ "$rings" -ge "$kept" ] ||
+    fail "fixed: h5 holds $totals for $kept kept"
+out=$("$sddaq" inspect "$(stage "$json" sample detail)") || fail "fixed: inspect sample"
+grep -q "^records  *$sampled$" <<<"$out" || fail "fixed: sample records: $out"
+
+# 2. The same seed: the same events found and kept.
+json2=$("$sddaq" run fixed.yaml -q --no-http --json 2>err2) || fail "again: $(cat err2)"
+[ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
+    fail "again: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+
+# 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
+mkdir ex && cd ex || exit 1
+"$sddaq" emu na62 127.0.0.1:5400 -n 0 -D 30 -r 20000 >emu.out 2>&1 &
+json=$("$sddaq" run "$root/examples/topologies/readout-rich.yaml" -n 3000 -q --no-http --json \
+    2>err3) || fail "example: $(cat err3)"
+kill %1 2>/dev/null
+[ "$(field "$json" status)" = OK ] && [ "$(field "$json" accounted)" = True ] ||
+    fail "example: $json"
+[ "$(field "$json" built)" -ge 3000 ] || fail "example: stopped before 3000 events: $json"
+cd "$dir" || exit 1
+
+# 4. A timed run of an endless emulator ends on time, everything found decided.
+topology "duration: 1" >timed.yaml
+t0=$SECONDS
+json=$("$sddaq" run timed.yaml -q --no-http --json 2>err4) || fail "timed: $(cat err4)"
+[ $((SECONDS - t0)) -le 10 ] || fail "timed: took $((SECONDS - t0)) s"
+[ "$(field "$json" accounted)" = True ] || fail "timed: $json"
+[ "$(field "$json" built)" -gt 0 ] || fail "timed: nothing found: $json"
+
+# 5. Refused, naming the stage: NA62 packets into an ru; rich behind builder units; hough fed
+#    with NA62 packets; frame geometry for na62 packets.
+sed 's/algorithm: hough, threads: 2, min_pt: 20/algorithm: rich, threads: 2/' \
+    "$root/examples/topologies/default.yaml" | sed 's/control_port: 7020/control_port: 0/' >bu_rich.yaml
+grep -q "algorithm: rich" bu_rich.yaml || fail "bu_rich: could not make the topology"
+"$sddaq" run bu_rich.yaml -q --no-http -n 1000 >/dev/null 2>e.txt
+[ $? = 2 ] && grep -q "rich" e.txt || fail "bu_rich: $(cat e.txt)"
+topology "events: 1000" | sed 's/algorithm: rich, threads: 2/algorithm: hough, threads: 2/' >hough.yaml
+"$sddaq" run hough.yaml -q --no-http >/dev/null 2>e.txt
+[ $? = 2 ] && grep -q "hough" e.txt || fail "na62 into hough: $(cat e.txt)"
+cat >ru.yaml <<EOF
+run: {name: x, events: 1000, output_dir: $dir/out}
+nodes: [{name: n, host: 127.0.0.1, control_port: 0}]
+stages:
+  - {name: tel62, type: source, kind: emu-na62}
+  - {name: ru0, type: ru}
+  - {name: bu0, type: bu}
+  - {name: out, type: writer, format: "null"}
+links: [{from: tel62, to: ru0}, {from: ru0, to: bu0}, {from: bu0, to: out}]
+EOF
+"$sddaq" run ru.yaml -q --no-http >/dev/null 2>e.txt
+[ $? = 2 ] && grep -q "tel62" e.txt || fail "na62 into ru: $(cat e.txt)"
+topology "events: 1000" | sed 's/kind: emu-na62, seed: 3, rate: 200000/kind: udp, listen: "127.0.0.1:0", frame: {format: na62, packets: 8}/' >geom.yaml
+"$sddaq" config check geom.yaml >/dev/null 2>e.txt
+[ $? != 0 ] && grep -q "na62 packets are not frames" e.txt || fail "na62 geometry: $(cat e.txt)"
+
+echo "run-rich: all checks passed"
