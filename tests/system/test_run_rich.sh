@@ -4,7 +4,8 @@
 # one (found = kept + rejected, kept = HDF5 records, each of which decodes with its rings), a
 # prescaled sample of the receive buffers goes to a raw file, and the same seed gives the same
 # result twice. The shipped example (a udp source fed by `sddaq emu na62`) stops once the
-# trigger found the requested events; a timed run ends; topologies that mix NA62 packets with
+# trigger found the requested events, also with lost, corrupted and duplicated packets (counted
+# at the source); a timed run ends; topologies that mix NA62 packets with
 # the event builder or the Hough trigger are refused naming the stage.
 # Usage: bash test_run_rich.sh PATH/TO/sddaq
 set -u -o pipefail
@@ -91,6 +92,20 @@ kill %1 2>/dev/null
 [ "$(field "$json" status)" = OK ] && [ "$(field "$json" accounted)" = True ] ||
     fail "example: $json"
 [ "$(field "$json" built)" -ge 3000 ] || fail "example: stopped before 3000 events: $json"
+cd "$dir" || exit 1
+
+# 3b. The same with damaged packets: lost, corrupted and duplicated ones are counted at the
+#     source, the run goes on and every event found is still decided and written.
+cd ex || exit 1
+"$sddaq" emu na62 127.0.0.1:5400 -n 0 -D 30 -r 20000 --loss 0.01 --corrupt 0.01 \
+    --duplicate 0.01 >emu2.out 2>&1 &
+json=$("$sddaq" run "$root/examples/topologies/readout-rich.yaml" -n 3000 -q --no-http --json \
+    2>err3b) || fail "damaged: $(cat err3b)"
+kill %1 2>/dev/null
+[ "$(field "$json" status)" = OK ] && [ "$(field "$json" accounted)" = True ] ||
+    fail "damaged: $json"
+[ "$(stage "$json" tel62 errors)" -gt 0 ] || fail "damaged: no corrupt packet counted: $json"
+[ "$(stage "$json" tel62 dropped)" -gt 0 ] || fail "damaged: no lost packet counted: $json"
 cd "$dir" || exit 1
 
 # 4. A timed run of an endless emulator ends on time, everything found decided.
