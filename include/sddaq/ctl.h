@@ -155,4 +155,8 @@ SDD_API sdd_err sdd_http_request(const char *host, uint16_t port, const char *me
                                  const char *path, const char *body, int timeout_ms, int *status,
                                  char **resp, size_t *resp_len);
 
+/* Whether something accepts TCP connections at host:port within timeout_ms: a control port's
+ * liveness, without waiting for a server that is busy answering a long request. */
+SDD_API bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms);
+
 #endif

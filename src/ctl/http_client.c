@@ -77,6 +77,16 @@ static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *
     return err;
 }
 
+bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms)
+{
+    int fd = -1;
+    if (connect_to(host, port, timeout_ms, &fd) != SDD_OK) {
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
 static sdd_err send_all(int fd, const char *p, size_t len, int timeout_ms)
 {
     while (len > 0) {

@@ -316,6 +316,9 @@ static void monitor(struct sdd_run *r)
         if (stages_all_done(r)) {
             break;
         }
+        if (!stopping && atomic_load(&r->phase) == RUN_PHASE_GO) {
+            run_remote_watch(r, now); /* a lost coordinator: the next node ends the run */
+        }
         /* A failure ends the run the orderly way: sources first, what is in flight drained
          * (a broken writer counts its events as drops); the drain timeout below catches a
          * failure that keeps the run from draining. */

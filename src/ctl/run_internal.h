@@ -150,6 +150,8 @@ struct sdd_run {
     bool multi;                      /* one node of several */
     bool coordinator;                /* the node that ends the run for all (run.coordinator) */
     bool lost[SDD_CFG_MAX_NODES];    /* coordinator: nodes that stopped answering */
+    uint64_t watch_ns;               /* the other nodes: next look at the coordinator */
+    unsigned coordinator_misses;     /* ... and how often in a row it did not answer */
     struct run_stage *st; /* cfg->n_stages */
     size_t n;
     /* event builder */
@@ -210,6 +212,11 @@ sdd_err run_remote_resume(struct sdd_run *r);
 /* Ask the coordinator to stop the run (a node's Ctrl-C, a failure here). An error: the
  * coordinator cannot be reached. */
 sdd_err run_remote_stop(struct sdd_run *r);
+/* A node other than the coordinator, while the run goes (every 500 ms): when the coordinator
+ * stopped answering twice in a row, the first node in the topology's order that still answers
+ * takes its place. True when this node did: it is the coordinator now and the run has failed
+ * naming the lost one, so the monitor ends it for the nodes left. */
+bool run_remote_watch(struct sdd_run *r, uint64_t now);
 /* Fetch every other node's summary and add it to s (coordinator, after its own drain). */
 void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s);
 /* /api/run/... between nodes (sdd_http_run_fn). */

@@ -144,6 +144,48 @@ sdd_err run_remote_resume(struct sdd_run *r)
     return tell_all(r, "resume", "{}");
 }
 
+/* Does node i's control port take connections? (Not an HTTP request: a coordinator answering
+ * a stop or a pause keeps its server busy until the run has drained.) */
+static bool answers(const struct sdd_run *r, size_t i)
+{
+    const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
+    return sdd_http_reachable(nd->host, (uint16_t)nd->control_port, 1000);
+}
+
+bool run_remote_watch(struct sdd_run *r, uint64_t now)
+{
+    if (!r->multi || r->coordinator || now < r->watch_ns) {
+        return false;
+    }
+    r->watch_ns = now + 500 * SDD_NS_PER_MS;
+    long c = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
+    if (c < 0 || r->lost[c]) {
+        return false;
+    }
+    if (answers(r, (size_t)c)) {
+        r->coordinator_misses = 0;
+        return false;
+    }
+    if (++r->coordinator_misses < 2) {
+        return false;
+    }
+    r->lost[c] = true;
+    const char *lost_name = r->cfg->nodes[c].name;
+    for (size_t i = 0; i < r->cfg->n_nodes && other(r, i); i++) {
+        if ((long)i != c && answers(r, i)) {
+            SDD_WARN(LOG, "node %s (the coordinator) is lost; node %s ends the run", lost_name,
+                     r->cfg->nodes[i].name);
+            return false;
+        }
+    }
+    r->coordinator = true; /* the first node still answering: this one */
+    char why[256];
+    snprintf(why, sizeof(why), "node %s (the coordinator) lost; node %s ended the run",
+             lost_name, r->self->name);
+    run_fail(r, NULL, SDD_EPEERDEAD, why);
+    return true;
+}
+
 sdd_err run_remote_stop(struct sdd_run *r)
 {
     long k = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);

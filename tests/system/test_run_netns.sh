@@ -4,7 +4,8 @@
 # unit, a prescale trigger and a raw writer. Checked: a fixed-length run accounts for every
 # event across hosts (the coordinator's totals, and the records in the three files); a timed
 # run ended by the coordinator and a run ended by Ctrl-C on another host both drain on a whole
-# bulk with every event accounted for.
+# bulk with every event accounted for; pause, resume and stop through the coordinator; a host
+# killed mid-run; the coordinator killed mid-run (the next node takes over and ends the run).
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -165,4 +166,21 @@ field "$work/kill.h0.json" reason | grep -q "node h2 lost" ||
 [ "$(field "$work/kill.h0.json" incomplete)" -gt 0 ] ||
     fail "killed host: no event flagged incomplete: $(cat "$work/kill.h0.json")"
 [ "$rc1" = 0 ] || fail "killed host: h1 exit $rc1: $(cat "$work/kill.h1.json" "$work/kill.h1.err")"
+# 6. The coordinator killed mid-run of a long timed run: h1, the first node still answering,
+# takes its place, ends the run for h2 and reports the error naming h0; nothing hangs.
+topology evb-emu "duration: 120" >"$work/coord.yaml"
+(sleep 2 && kill -9 "$(pgrep -f "coord.yaml --name h0" | head -1)") &
+t0=$SECONDS
+run_all coord
+wait "$pid_coord1"
+rc1=$?
+wait "$pid_coord2"
+rc2=$?
+wait || true
+[ $((SECONDS - t0)) -le 30 ] || fail "lost coordinator: the run took $((SECONDS - t0)) s"
+[ "$rc1" = 1 ] || fail "lost coordinator: h1 exit $rc1: $(cat "$work/coord.h1.json" "$work/coord.h1.err")"
+field "$work/coord.h1.json" reason | grep -q "node h0 (the coordinator) lost" ||
+    fail "lost coordinator: h1 reason: $(cat "$work/coord.h1.json")"
+[ "$rc2" = 0 ] || fail "lost coordinator: h2 exit $rc2: $(cat "$work/coord.h2.json" "$work/coord.h2.err")"
+[ "$(field "$work/coord.h1.json" built)" -gt 0 ] || fail "lost coordinator: $(cat "$work/coord.h1.json")"
 echo "three hosts: all checks passed"
