@@ -37,6 +37,8 @@ static void usage(FILE *out)
             "                     circle (default 7)\n"
             "      --min-hits N   hits a ring needs (default 6)\n"
             "      --eps E        Ptolemy tolerance |2 max - sum| / max (default 0.008)\n"
+            "      --multi-ring on|off  histogram: resolve spots with several rings (competing\n"
+            "                     peaks, hit re-assignment, second search; default on)\n"
             "      --match W      a ring is found when centre and radius lie within W mm of\n"
             "                     the truth (default 9, half the PM pitch)\n"
             "      --buffer N     events per receive buffer (default 1024)\n"
@@ -128,6 +130,7 @@ void rich_cli_proc_opts(const struct rich_cli *o, const sdd_rich_geom *g, sdd_ri
     out->find.method = m;
     out->find.fit = o->fit;
     out->find.simd = o->simd;
+    out->find.multi_ring = !o->single_pass;
     if (o->window > 0) {
         out->find.window = o->window;
     }
@@ -386,12 +389,15 @@ static int rich_run_cmd(const struct rich_cli *o)
         tj_str(&j, "method", rich_method_name(m));
         tj_str(&j, "fit", fit_name(o->fit));
         tj_str(&j, "simd", r.simd);
+        tj_bool(&j, "multi_ring", !o->single_pass);
         json_result(&j, &r);
         tj_finish(&j);
         return 0;
     }
-    printf("events %" PRIu64 ", method %s, fit %s, simd %s, buffers of %u events, match %.1f mm\n",
-           r.events, rich_method_name(m), fit_name(o->fit), r.simd, o->buffer, (double)o->match);
+    printf("events %" PRIu64
+           ", method %s, fit %s, simd %s, buffers of %u events, match %.1f mm%s\n",
+           r.events, rich_method_name(m), fit_name(o->fit), r.simd, o->buffer, (double)o->match,
+           o->single_pass ? ", multi-ring off" : "");
     printf("truth rings %" PRIu64 ", found rings %" PRIu64 "\n",
            r.score.truth[1] + r.score.truth[2] + r.score.truth[3], r.score.rings);
     printf("efficiency %.2f %% +- %.2f (1/2/3-ring events %.2f %.2f %.2f %%)\n", 100 * s.efficiency,
@@ -416,11 +422,13 @@ static int rich_score_cmd(const struct rich_cli *o)
     if (o->json) {
         tj_begin(&j, stdout);
         tj_obj(&j, NULL);
+        tj_bool(&j, "multi_ring", !o->single_pass);
         tj_arr(&j, "results");
     } else {
         printf("match window %.1f mm; efficiency for all truth rings and for rings with >= %d "
-               "hits\n",
-               (double)o->match, SDD_RICH_GOOD_HITS);
+               "hits%s\n",
+               (double)o->match, SDD_RICH_GOOD_HITS,
+               o->single_pass ? "; histogram multi-ring steps off" : "");
     }
     for (int m = 0; m < 2; m++) {
         if (o->method >= 0 && o->method != m) {
@@ -483,6 +491,7 @@ enum {
     OPT_MAX_RMS,
     OPT_EPS,
     OPT_MIN_HITS,
+    OPT_MULTI_RING,
     OPT_MATCH,
     OPT_BUFFER,
     OPT_MERGE_WINDOW,
@@ -504,6 +513,7 @@ int cmd_trigger_rich(int argc, char **argv)
         {"max-rms", required_argument, NULL, OPT_MAX_RMS},
         {"eps", required_argument, NULL, OPT_EPS},
         {"min-hits", required_argument, NULL, OPT_MIN_HITS},
+        {"multi-ring", required_argument, NULL, OPT_MULTI_RING},
         {"match", required_argument, NULL, OPT_MATCH},
         {"buffer", required_argument, NULL, OPT_BUFFER},
         {"merge-window", required_argument, NULL, OPT_MERGE_WINDOW},
@@ -580,6 +590,10 @@ int cmd_trigger_rich(int argc, char **argv)
         case OPT_MIN_HITS:
             bad = parse_u32(optarg, &u, 3, 64) != 0;
             o.min_hits = (int)u;
+            break;
+        case OPT_MULTI_RING:
+            bad = strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0;
+            o.single_pass = strcmp(optarg, "off") == 0;
             break;
         case OPT_EPS:
             bad = parse_float(optarg, &o.eps, 0.001f, 0.9f) != 0;

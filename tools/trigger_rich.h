@@ -28,7 +28,8 @@ struct rich_cli {
     int min_hits;    /* hits a ring needs; 0 = default */
     uint32_t buffer; /* events per receive buffer */
     uint32_t merge_window;
-    int threads; /* bench: 0 = one per CPU */
+    int threads;      /* bench: 0 = one per CPU */
+    bool single_pass; /* --multi-ring off: the histogram finder's single greedy pass */
     bool json;
     bool smoke;
 };

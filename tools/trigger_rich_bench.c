@@ -326,11 +326,13 @@ int rich_bench(const struct rich_cli *o)
         tj_uint(&j, "buffer_events", o->buffer);
         tj_uint(&j, "threads", (uint64_t)nthreads);
         tj_uint(&j, "rounds", (uint64_t)rounds);
+        tj_bool(&j, "multi_ring", !o->single_pass);
         tj_arr(&j, "methods");
     } else if (rc == 0) {
         printf("%ld events, buffers of %u events, %d rounds of %d passes, %d threads for the "
-               "all-core figure; median [min-max] over rounds\n",
-               n, o->buffer, rounds, passes, nthreads);
+               "all-core figure; median [min-max] over rounds%s\n",
+               n, o->buffer, rounds, passes, nthreads,
+               o->single_pass ? "; histogram multi-ring steps off" : "");
     }
     for (int m = 0; m < 2 && rc == 0; m++) {
         if (!res[m].run) {

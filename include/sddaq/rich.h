@@ -235,6 +235,10 @@ typedef struct sdd_rich_find_opts {
                          * corner lies 10.4 mm from its centre, plus jitter) */
     float max_rms;      /* rings with a larger RMS radial residual are dropped, mm; 7 */
     float ptolemy_eps;  /* Ptolemy tolerance |2 max - sum| / max; 0.008 */
+    bool multi_ring;    /* histogram: resolve spots with several rings (competing peaks, hit
+                         * re-assignment, a second search; docs/trigger.md); true. False gives
+                         * the single greedy pass: fewer rings in crowded spots, ~0.1 us/event
+                         * less */
 } sdd_rich_find_opts;
 
 SDD_API void sdd_rich_find_opts_default(sdd_rich_find_opts *o);

@@ -20,6 +20,7 @@ void sdd_rich_find_opts_default(sdd_rich_find_opts *o)
     o->window = 12.0f;
     o->max_rms = 7.0f;
     o->ptolemy_eps = 0.008f;
+    o->multi_ring = true;
 }
 
 bool rich_avx512_supported(void)
@@ -119,38 +120,18 @@ static bool fit_mask(const sdd_rich_finder *f, const struct rich_spot *s, uint64
     return f->kern->moments(s, mask, m) && rich_solve_crawford(m, c) == SDD_OK;
 }
 
-bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, uint64_t seed,
-                 struct rich_cand *out)
+/* The chosen fit of the hits of mask (moments m, Crawford's circle c) and the ring cuts; a
+ * ring of fewer than need hits (>= min_hits) is refused before the fit. */
+static bool accept(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t mask,
+                   unsigned need, const struct rich_moments *m, sdd_rich_circle c,
+                   struct rich_cand *out)
 {
-    /* The seed comes from a coarse centre (up to 23 mm off) or three hits, so the first fit
-     * may be off by more than the final window: the window closes in over the steps, each
-     * with Crawford's fit (no Newton steps); the chosen fit gives the final circle. */
-    static const float SCALE[] = {2.5f, 1.5f, 1.0f, 1.0f};
-    uint64_t mask = seed;
-    sdd_rich_circle c;
-    struct rich_moments m; /* always those of mask */
-    if (!fit_mask(f, s, mask, &m, &c)) {
-        return false;
-    }
-    for (size_t it = 0; it < sizeof(SCALE) / sizeof(SCALE[0]); it++) {
-        uint64_t sel = f->kern->on_circle(s, alive, &c, f->opts.window * SCALE[it]);
-        if (sel == mask) {
-            if (SCALE[it] == 1.0f) {
-                break;
-            }
-            continue;
-        }
-        mask = sel;
-        if (!fit_mask(f, s, mask, &m, &c)) {
-            return false;
-        }
-    }
-    if (__builtin_popcountll(mask) < f->opts.min_hits ||
-        (f->opts.fit == SDD_RICH_FIT_TAUBIN && rich_solve_taubin(&m, &c) != SDD_OK)) {
-        return false;
-    }
     unsigned n = (unsigned)__builtin_popcountll(mask);
-    if (n < f->opts.min_hits || !(c.r >= RICH_R_MIN && c.r <= f->r_max)) {
+    if (n < need || n < f->opts.min_hits ||
+        (f->opts.fit == SDD_RICH_FIT_TAUBIN && rich_solve_taubin(m, &c) != SDD_OK)) {
+        return false;
+    }
+    if (!(c.r >= RICH_R_MIN && c.r <= f->r_max)) {
         return false;
     }
     float sum2 = 0.0f;
@@ -171,6 +152,46 @@ bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t a
     return true;
 }
 
+bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, uint64_t seed,
+                 unsigned need, struct rich_cand *out)
+{
+    /* The seed comes from a coarse centre (up to 23 mm off) or three hits, so the first fit
+     * may be off by more than the final window: the window closes in over the steps, each
+     * with Crawford's fit (no Newton steps); the chosen fit gives the final circle. */
+    static const float SCALE[] = {2.5f, 1.5f, 1.0f, 1.0f};
+    uint64_t mask = seed;
+    sdd_rich_circle c;
+    struct rich_moments m; /* always those of mask */
+    if (!fit_mask(f, s, mask, &m, &c)) {
+        return false;
+    }
+    for (size_t it = 0; it < sizeof(SCALE) / sizeof(SCALE[0]); it++) {
+        uint64_t sel = f->kern->on_circle(s, alive, &c, f->opts.window * SCALE[it]);
+        if ((unsigned)__builtin_popcountll(sel) < need) {
+            return false; /* a candidate that must beat a ring of need hits seldom recovers */
+        }
+        if (sel == mask) {
+            if (SCALE[it] == 1.0f) {
+                break;
+            }
+            continue;
+        }
+        mask = sel;
+        if (!fit_mask(f, s, mask, &m, &c)) {
+            return false;
+        }
+    }
+    return accept(f, s, mask, need, &m, c, out);
+}
+
+bool rich_fit_hits(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t mask,
+                   struct rich_cand *out)
+{
+    sdd_rich_circle c;
+    struct rich_moments m;
+    return fit_mask(f, s, mask, &m, &c) && accept(f, s, mask, 0, &m, c, out);
+}
+
 int sdd_rich_find(sdd_rich_finder *f, const uint16_t *hits, size_t n, sdd_rich_ring *out,
                   size_t max_out)
 {
@@ -178,20 +199,26 @@ int sdd_rich_find(sdd_rich_finder *f, const uint16_t *hits, size_t n, sdd_rich_r
         return SDD_ETOOBIG;
     }
     const sdd_rich_pmtab *t = f->tab;
-    f->spot[0].n = 0;
-    f->spot[1].n = 0;
+    /* The counts stay in registers: through s->n, each hit would wait for the previous
+     * one's store. */
+    unsigned n0 = 0, n1 = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned ch = SDD_RICH_HIT_CHANNEL(hits[i]);
         if (t->board[ch] < 0) {
             continue;
         }
-        struct rich_spot *s = &f->spot[ch / SDD_RICH_SPOT_PMS];
-        s->x[s->n] = t->x[ch];
-        s->y[s->n] = t->y[ch];
-        s->pm[s->n] = (uint16_t)(ch % SDD_RICH_SPOT_PMS);
-        s->src[s->n] = (uint8_t)i;
-        s->n++;
+        unsigned sp = ch / SDD_RICH_SPOT_PMS;
+        struct rich_spot *s = &f->spot[sp];
+        unsigned k = sp != 0 ? n1 : n0;
+        n0 += sp == 0;
+        n1 += sp != 0;
+        s->x[k] = t->x[ch];
+        s->y[k] = t->y[ch];
+        s->pm[k] = (uint16_t)(ch % SDD_RICH_SPOT_PMS);
+        s->src[k] = (uint8_t)i;
     }
+    f->spot[0].n = n0;
+    f->spot[1].n = n1;
     size_t written = 0;
     for (unsigned sp = 0; sp < SDD_RICH_SPOTS; sp++) {
         const struct rich_spot *s = &f->spot[sp];

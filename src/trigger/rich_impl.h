@@ -100,9 +100,16 @@ struct rich_cand {
 
 /* Fit the hits of seed, then take every alive hit within a closing window (2.5, 1.5, 1 x the
  * window) of the circle and fit again, until the hits are stable. True when the result passes
- * the ring cuts; *out holds it then. */
+ * the ring cuts and holds at least need hits (0: min_hits is enough); *out holds it then.
+ * It gives up as soon as a window step holds fewer than need hits (a shortcut for candidates
+ * that must beat a ring: they seldom gain hits as the window closes in). */
 bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, uint64_t seed,
-                 struct rich_cand *out);
+                 unsigned need, struct rich_cand *out);
+
+/* The chosen fit of the hits of mask and the ring cuts, no window steps (hits already
+ * assigned). True when the result passes the cuts; *out holds it then. */
+bool rich_fit_hits(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t mask,
+                   struct rich_cand *out);
 
 /* The finders of one spot; rings are appended to out (room for max), return the count. */
 unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,

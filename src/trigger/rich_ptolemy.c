@@ -92,7 +92,7 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
             for (int i = 1; i < ncand; i++) {
                 bi = counts[i] > counts[bi] ? i : bi;
             }
-            got = rich_refine(f, s, alive, sels[bi], &out[found]);
+            got = rich_refine(f, s, alive, sels[bi], 0, &out[found]);
             sels[bi] = sels[ncand - 1];
             counts[bi] = counts[ncand - 1];
             ncand--;
