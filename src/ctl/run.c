@@ -154,7 +154,8 @@ static bool direct_enough(const struct sdd_run *r)
 static bool stages_all_done(const struct sdd_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
-        if (r->st[i].local && atomic_load(&r->st[i].live) != 0) {
+        bool here = r->st[i].local || r->st[i].link != NULL; /* a link's end runs here */
+        if (here && atomic_load(&r->st[i].live) != 0) {
             return false;
         }
     }
@@ -440,10 +441,10 @@ static sdd_err pick_node(struct sdd_run *r)
     for (size_t i = 0; i < cfg->n_links; i++) {
         const struct sdd_cfg_stage *a = &cfg->stages[sdd_config_find_stage(cfg, cfg->links[i].from)];
         const struct sdd_cfg_stage *b = &cfg->stages[sdd_config_find_stage(cfg, cfg->links[i].to)];
-        if (strcmp(a->node, b->node) != 0 &&
-            (a->type != SDD_STAGE_RU || b->type != SDD_STAGE_BU)) {
-            SDD_ERROR(LOG, "%s -> %s: only ru -> bu links may join two nodes for now (put a "
-                           "bu's processing and writers on its node)", a->name, b->name);
+        if (run_link_crosses(cfg, &cfg->links[i]) && !run_link_allowed(a, b)) {
+            SDD_ERROR(LOG, "%s -> %s: links between nodes go from an ru to a bu, or from a bu or "
+                           "a process stage to a process, writer or feedback stage",
+                      a->name, b->name);
             return SDD_ENOTSUP;
         }
     }
@@ -528,6 +529,10 @@ static void teardown(struct sdd_run *r)
     sdd_sleep_ns(SDD_NS_PER_MS * (r->http != NULL && atomic_load(&r->stop_req) ? 20 : 0));
     sdd_http_stop(r->http);
     run_stages_close(r);
+    for (size_t i = 0; r->links != NULL && i < r->cfg->n_links; i++) {
+        run_link_free(r->links[i]);
+    }
+    free(r->links);
     run_direct_destroy(r);
     run_evb_destroy(r);
     if (r->st != NULL) {

@@ -166,6 +166,18 @@ void run_emit(struct run_stage *s, struct run_item *it, bool kept)
     }
 }
 
+void run_deliver(struct run_stage *to, struct run_item *it)
+{
+    if (to->inline_run) {
+        run_inline(to, it);
+        return;
+    }
+    atomic_fetch_add(&it->refs, 1);
+    while (sdd_mpmc_enqueue(to->in, it) != SDD_OK) {
+        sdd_sleep_ns(SDD_NS_PER_US * 20); /* backpressure: the stage is full */
+    }
+}
+
 /* A process (none, prescale) or null-writer stage, run in the thread of its producer. */
 static void run_inline(struct run_stage *s, struct run_item *it)
 {

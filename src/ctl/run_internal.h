@@ -97,6 +97,9 @@ struct run_stage {
     struct run_lat lat[RUN_MAX_THREADS];
     /* ru, bu: the event-builder node the stage is part of */
     struct run_evb_node *evb;
+    /* a stage of another node standing in for a fabric link to or from it (run_link.c) */
+    struct run_link *link;
+    _Atomic uint64_t link_moved, link_dropped; /* events sent or delivered; dropped */
     /* source: its receiver when it feeds stages directly (run_direct.c) */
     struct run_direct *direct;
     bool direct_fed; /* process: fed by such a source; its input is receive buffers */
@@ -160,6 +163,7 @@ struct sdd_run {
     struct sdd_evb_opts evb_opts;
     uint64_t events; /* the event builder's run length (an upper bound for timed runs) */
     uint32_t ndirect; /* sources read straight into a trigger (run_direct.c) */
+    struct run_link **links; /* per topology link: its fabric link here, or NULL */
     _Atomic int phase;
     _Atomic unsigned evb_ready, evb_held; /* local nodes connected; holding */
     _Atomic int hold_req;                 /* every local RU holds (a stop or a pause) */
@@ -246,6 +250,8 @@ void run_stages_close(struct sdd_run *r);
  * own reference. */
 void run_emit(struct run_stage *s, struct run_item *it, bool kept);
 void run_item_release(struct sdd_run *r, struct run_item *it);
+/* Hand a pooled item to one stage: queued on its ring (held back while full), or run inline. */
+void run_deliver(struct run_stage *to, struct run_item *it);
 /* A pool buffer as a new item holding one reference (the caller's), for a stage that makes
  * events of its own; waits while the pool is empty; NULL when the run is aborted meanwhile. */
 struct run_item *run_item_new(struct sdd_run *r);
@@ -304,5 +310,20 @@ void run_direct_join(struct sdd_run *r);
 uint64_t run_direct_sent(const struct sdd_run *r);
 void run_direct_free(struct run_direct *d);
 void run_direct_destroy(struct sdd_run *r);
+
+/* run_link.c: links between nodes other than ru -> bu */
+struct run_link;
+/* Does link l join two nodes (other than the event builder's ru -> bu)? */
+bool run_link_crosses(const sdd_config *cfg, const struct sdd_cfg_link *l);
+/* May a link from a to b cross nodes (bu or process into process, writer or feedback)? */
+bool run_link_allowed(const struct sdd_cfg_stage *a, const struct sdd_cfg_stage *b);
+/* This node's ends of the crossing links into links[] (cfg->n_links entries); the remote stage
+ * of each becomes its stand-in (stage.link, one thread). */
+sdd_err run_link_setup(struct sdd_run *r, struct run_link **links);
+/* Is this node the link's sending end? */
+bool run_link_sends(const struct run_link *k);
+void *run_link_send_thread(void *arg);
+void *run_link_recv_thread(void *arg);
+void run_link_free(struct run_link *k);
 
 #endif

@@ -222,9 +222,15 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
         for (int t = 0; t < 600 && err == SDD_EAGAIN; t++) {
             free(js);
             err = call(r, i, "GET", "summary", NULL, &js);
-            if (err == SDD_EAGAIN || err == SDD_ECONNREFUSED) {
-                err = SDD_EAGAIN;
+            if (err == SDD_EAGAIN) { /* still draining */
                 sdd_sleep_ns(SDD_NS_PER_MS * 100);
+            }
+        }
+        if (err == SDD_ECONNREFUSED) { /* nobody there any more: its summary cannot come */
+            lost(r, i, err);
+            if (s->status == SDD_OK) {
+                s->status = err;
+                snprintf(s->reason, sizeof(s->reason), "node %s lost", r->cfg->nodes[i].name);
             }
         }
         uint64_t v[11] = {0};

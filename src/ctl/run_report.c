@@ -56,13 +56,37 @@ struct totals {
     uint64_t generated, built, complete, incomplete, corrupt, kept, rejected, written, dropped;
     uint64_t dropped_bu, dropped_process;
     uint64_t bytes_built;
+    uint64_t bu_sent, bu_received; /* built events that left, or came, over fabric links */
 };
+
+/* A fabric link's stand-in (run_link.c): what it carried out of this node (its producer is
+ * here) or into it. */
+static void add_link(struct sdd_run *r, struct run_stage *s, struct totals *t)
+{
+    uint64_t moved = atomic_load(&s->link_moved), dropped = atomic_load(&s->link_dropped);
+    t->dropped += dropped;
+    for (size_t j = 0; j < r->n; j++) {
+        struct run_stage *p = &r->st[j];
+        for (size_t k = 0; p->local && p->cfg->type == SDD_STAGE_BU && k < p->nout; k++) {
+            if (p->out[k] == s) { /* a builder unit here feeds another node */
+                t->bu_sent += moved; /* decided on the other node */
+                t->dropped_bu += dropped;
+            }
+        }
+    }
+    if (!s->local && s->cfg->type == SDD_STAGE_BU && !run_link_sends(s->link)) {
+        t->bu_received += moved; /* built events from a builder unit of another node */
+    }
+}
 
 static void add_totals(struct sdd_run *r, struct totals *t)
 {
     memset(t, 0, sizeof(*t));
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
+        if (s->link != NULL) {
+            add_link(r, s, t);
+        }
         if (!s->local) {
             continue;
         }
@@ -200,8 +224,10 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
             uint64_t expected = 0;
             for (size_t j = 0; j < r->n; j++) {
                 for (size_t k = 0; k < r->st[j].nout; k++) {
-                    if (r->st[j].out[k] == s) {
-                        expected += sdd_metric_counter_value(r->st[j].m.events_out);
+                    if (r->st[j].out[k] == s) { /* a stage here, or a link into this node */
+                        expected += r->st[j].local
+                                        ? sdd_metric_counter_value(r->st[j].m.events_out)
+                                        : atomic_load(&r->st[j].link_moved);
                     }
                 }
             }
@@ -211,7 +237,7 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
     /* Every generated event is built once; every built event handed on (not dropped by its
      * BU) is decided, or dropped, by the process stages; every writer wrote or counted as
      * dropped each event passed to it. */
-    uint64_t handed = t.built - t.dropped_bu;
+    uint64_t handed = t.built - t.dropped_bu - t.bu_sent + t.bu_received;
     uint64_t decided = has_process ? t.kept + t.rejected + t.dropped_process : handed;
     out->nodes = 1;
     out->node_ok = decided == handed && writers_whole;

@@ -137,8 +137,16 @@ sdd_err run_stages_setup(struct sdd_run *r)
 {
     const sdd_config *cfg = r->cfg;
     size_t slots = 64;
+    r->links = calloc(cfg->n_links > 0 ? cfg->n_links : 1, sizeof(*r->links));
+    if (r->links == NULL) {
+        return SDD_ENOMEM;
+    }
+    sdd_err lerr = run_link_setup(r, r->links);
+    if (lerr != SDD_OK) {
+        return lerr;
+    }
     for (size_t i = 0; i < r->n; i++) {
-        r->st[i].inline_run = runs_inline(r->st[i].cfg);
+        r->st[i].inline_run = r->st[i].link == NULL && runs_inline(r->st[i].cfg);
     }
     for (size_t i = 0; i < cfg->n_links; i++) {
         const struct sdd_cfg_link *l = &cfg->links[i];
@@ -176,8 +184,8 @@ sdd_err run_stages_setup(struct sdd_run *r)
         }
         to->direct_fed |= direct;
         to->first_decision |= direct && rich; /* its events are the run's events */
-        if (!from->local) {
-            continue; /* another node's (run.c refused links that cross nodes here) */
+        if (!from->local && !(to->local && r->links[i] != NULL)) {
+            continue; /* another node's; a link into this node has its stand-in as producer */
         }
         if (from->nout == RUN_MAX_OUT) {
             SDD_ERROR(LOG, "%s: at most %d output links", l->from, RUN_MAX_OUT);
@@ -211,11 +219,14 @@ sdd_err run_stages_setup(struct sdd_run *r)
     for (size_t i = 0; i < r->n && err == SDD_OK; i++) {
         struct run_stage *s = &r->st[i];
         const struct sdd_cfg_stage *c = s->cfg;
-        if (!s->local) {
+        if (!s->local && s->link == NULL) {
             continue;
         }
         for (unsigned t = 0; t < RUN_MAX_THREADS; t++) {
             run_lat_init(&s->lat[t]);
+        }
+        if (!s->local) {
+            continue; /* a fabric link's stand-in: one thread (run_stages_start) */
         }
         if (c->type == SDD_STAGE_PROCESS) {
             if (c->process.algorithm == SDD_ALGO_RICH && !s->direct_fed) {
@@ -242,8 +253,40 @@ sdd_err run_stages_setup(struct sdd_run *r)
     return err;
 }
 
+/* One thread for a stage, or its stand-in for a fabric link. */
+static sdd_err start_threads(struct run_stage *s, void *(*fn)(void *))
+{
+    atomic_store(&s->live, s->nthreads);
+    for (unsigned t = 0; t < s->nthreads; t++) {
+        struct run_worker_arg *wa = malloc(sizeof(*wa));
+        if (wa == NULL) {
+            atomic_fetch_sub(&s->live, s->nthreads - t);
+            return SDD_ENOMEM;
+        }
+        *wa = (struct run_worker_arg){s, t};
+        if (pthread_create(&s->th[t], NULL, fn, wa) != 0) {
+            free(wa);
+            /* The threads that did start must still see their input end. */
+            atomic_fetch_sub(&s->live, s->nthreads - t);
+            return SDD_ENOMEM;
+        }
+        s->started++;
+    }
+    return SDD_OK;
+}
+
 sdd_err run_stages_start(struct sdd_run *r)
 {
+    /* Fabric links first: a receiving end waits for its sender to connect. */
+    for (size_t i = 0; i < r->n; i++) {
+        struct run_stage *s = &r->st[i];
+        sdd_err err = s->link == NULL ? SDD_OK
+                      : start_threads(s, run_link_sends(s->link) ? run_link_send_thread
+                                                                 : run_link_recv_thread);
+        if (err != SDD_OK) {
+            return err;
+        }
+    }
     /* Sinks first, then the stages that feed them. */
     static const sdd_stage_type order[] = {SDD_STAGE_WRITER, SDD_STAGE_FEEDBACK,
                                            SDD_STAGE_PROCESS};
@@ -259,20 +302,9 @@ sdd_err run_stages_start(struct sdd_run *r)
                                   : order[k] == SDD_STAGE_FEEDBACK ? run_feedback_thread
                                   : rich                           ? run_rich_thread
                                                                    : run_process_thread;
-            atomic_store(&s->live, s->nthreads);
-            for (unsigned t = 0; t < s->nthreads; t++) {
-                struct run_worker_arg *wa = malloc(sizeof(*wa));
-                if (wa == NULL) {
-                    return SDD_ENOMEM;
-                }
-                *wa = (struct run_worker_arg){s, t};
-                if (pthread_create(&s->th[t], NULL, fn, wa) != 0) {
-                    free(wa);
-                    /* The threads that did start must still see their input end. */
-                    atomic_fetch_sub(&s->live, s->nthreads - t);
-                    return SDD_ENOMEM;
-                }
-                s->started++;
+            sdd_err err = start_threads(s, fn);
+            if (err != SDD_OK) {
+                return err;
             }
         }
     }

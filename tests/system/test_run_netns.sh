@@ -5,7 +5,8 @@
 # event across hosts (the coordinator's totals, and the records in the three files); a timed
 # run ended by the coordinator and a run ended by Ctrl-C on another host both drain on a whole
 # bulk with every event accounted for; pause, resume and stop through the coordinator; a host
-# killed mid-run; the coordinator killed mid-run (the next node takes over and ends the run).
+# killed mid-run; the coordinator killed mid-run (the next node takes over and ends the run);
+# a trigger farm on the third host fed over fabric links by the builder units of the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -183,4 +184,51 @@ field "$work/coord.h1.json" reason | grep -q "node h0 (the coordinator) lost" ||
     fail "lost coordinator: h1 reason: $(cat "$work/coord.h1.json")"
 [ "$rc2" = 0 ] || fail "lost coordinator: h2 exit $rc2: $(cat "$work/coord.h2.json" "$work/coord.h2.err")"
 [ "$(field "$work/coord.h1.json" built)" -gt 0 ] || fail "lost coordinator: $(cat "$work/coord.h1.json")"
+# 7. A trigger farm on another host: h0 and h1 build the events, their builder units send them
+# over fabric links to a prescale stage and a raw writer on h2; every event is accounted for
+# across the hosts and h2's file holds exactly the kept ones.
+farm() {
+    echo "run: {name: farm, output_dir: $work/out, events: 60000}"
+    echo "fabric: {provider: tcp, port: 7100}"
+    echo "nodes:"
+    for i in 0 1 2; do echo "  - {name: h$i, host: 10.78.0.$((i + 1)), control_port: 7020}"; done
+    echo "stages:"
+    for i in 0 1; do
+        echo "  - {name: src$i, type: source, node: h$i, fragment: {size: 1K}}"
+        echo "  - {name: ru$i, type: ru, node: h$i, bulk_size: 32}"
+        echo "  - {name: bu$i, type: bu, node: h$i, bulk_size: 32}"
+    done
+    echo "  - {name: keep, type: process, node: h2, algorithm: prescale, factor: 5}"
+    echo "  - {name: w, type: writer, node: h2, format: raw}"
+    echo "links:"
+    for i in 0 1; do
+        echo "  - {from: src$i, to: ru$i}"
+        for j in 0 1; do echo "  - {from: ru$i, to: bu$j}"; done
+        echo "  - {from: bu$i, to: keep}"
+    done
+    echo "  - {from: keep, to: w}"
+}
+farm >"$work/farm.yaml"
+"$sddaq" config check "$work/farm.yaml" >/dev/null || fail "farm: config check"
+run_all farm
+rc=$?
+wait "$pid_farm1" || fail "farm: h1: $(cat "$work/farm.h1.err")"
+wait "$pid_farm2" || fail "farm: h2: $(cat "$work/farm.h2.err")"
+[ "$rc" = 0 ] || fail "farm: coordinator exit $rc: $(cat "$work/farm.h0.json" "$work/farm.h0.err")"
+[ "$(field "$work/farm.h0.json" accounted)" = True ] || fail "farm: $(cat "$work/farm.h0.json")"
+[ "$(field "$work/farm.h0.json" kept)" = 12000 ] || fail "farm: kept: $(cat "$work/farm.h0.json")"
+out=$("$sddaq" inspect "$(ls "$work"/out/farm_run*_w.raw)") || fail "farm: inspect"
+grep -q "^records  *12000$" <<<"$out" || fail "farm: h2 file: $out"
+# 8. The farm host killed mid-run: the builders' links fail, the run ends (not hangs) in error.
+farm | sed 's/events: 60000/duration: 120/' >"$work/farmkill.yaml"
+(sleep 2 && kill -9 "$(pgrep -f "farmkill.yaml --name h2" | head -1)") &
+t0=$SECONDS
+run_all farmkill
+rc=$?
+wait "$pid_farmkill1"
+wait || true
+[ $((SECONDS - t0)) -le 40 ] || fail "farm killed: the run took $((SECONDS - t0)) s"
+[ "$rc" = 1 ] || fail "farm killed: coordinator exit $rc: $(cat "$work/farmkill.h0.json")"
+grep -qE "h2 lost|fabric link" <<<"$(field "$work/farmkill.h0.json" reason)" ||
+    fail "farm killed: reason: $(cat "$work/farmkill.h0.json")"
 echo "three hosts: all checks passed"
