@@ -28,13 +28,26 @@
 
 enum link_msg { LINK_DATA = 1, LINK_END, LINK_CREDIT };
 
+/* A message: this header, then (DATA) `count` events, each a link_ev and its serialized
+ * bytes, padded to 8. */
 struct link_hdr {
     uint32_t magic, type;
+    uint32_t count;   /* DATA: events in the message; END: DATA messages sent before it (a
+                         large message may complete after a later small one) */
+    uint32_t credits; /* CREDIT: slots given back */
+    uint64_t bytes;   /* of the whole message */
+};
+
+struct link_ev {
     uint64_t id, built_ns;
     uint32_t flags, tflags, kept, ntracks;
-    uint32_t bytes;   /* DATA: serialized event bytes that follow */
-    uint32_t credits; /* CREDIT: slots given back */
+    uint32_t bytes, pad;
 };
+
+static size_t ev_span(uint32_t bytes)
+{
+    return sizeof(struct link_ev) + (((size_t)bytes + 7) & ~(size_t)7);
+}
 
 struct run_link {
     struct sdd_run *r;
@@ -124,16 +137,16 @@ static sdd_err link_create(struct sdd_run *r, size_t index, struct run_link **ou
     k->from = &r->st[sdd_config_find_stage(cfg, l->from)];
     k->to = &r->st[sdd_config_find_stage(cfg, l->to)];
     k->sender = k->from->local;
-    /* Slots as large as the largest event needs, up to fabric.buffer_size; the receiver has
+    /* Slots of fabric.buffer_size (several events travel in one message); the receiver has
      * fabric.buffers of them, the sender one per credit. */
-    size_t need = (sizeof(struct link_hdr) + r->item_bytes + 4095) & ~(size_t)4095;
-    k->slot = need < cfg->fabric.buffer_size ? need : cfg->fabric.buffer_size;
+    k->slot = cfg->fabric.buffer_size;
     k->credits = l->credits < cfg->fabric.buffers ? l->credits : cfg->fabric.buffers;
     k->slots = k->sender ? k->credits : cfg->fabric.buffers;
     const struct sdd_cfg_node *dst = node_of(cfg, k->to->cfg);
     uint16_t port = (uint16_t)(cfg->fabric.port + LINK_PORT_BASE + index);
     snprintf(k->where, sizeof(k->where), "%s:%u", dst->host, port);
-    sdd_err err = sizeof(struct link_hdr) + r->item_bytes > k->slot ? SDD_ETOOBIG : open_ep(k);
+    size_t one = sizeof(struct link_hdr) + ev_span((uint32_t)r->item_bytes);
+    sdd_err err = one > k->slot ? SDD_ETOOBIG : open_ep(k);
     if (err == SDD_OK && !k->sender) {
         for (uint32_t i = 0; i < k->slots && err == SDD_OK; i++) {
             err = post_slot(k, i);
@@ -146,9 +159,9 @@ static sdd_err link_create(struct sdd_run *r, size_t index, struct run_link **ou
         err = post_slot(k, k->slots + i);
     }
     if (err != SDD_OK) {
-        SDD_ERROR(LOG, "%s -> %s: cannot set up the fabric link (%s): %s", l->from, l->to,
-                  k->where, err == SDD_ETOOBIG ? "an event is larger than fabric.buffer_size"
-                                               : sdd_strerror(err));
+        SDD_ERROR(LOG, "%s -> %s: cannot set up the fabric link (%s): %s", l->from, l->to, k->where,
+                  err == SDD_ETOOBIG ? "an event is larger than fabric.buffer_size"
+                                     : sdd_strerror(err));
         run_link_free(k);
         return err;
     }
@@ -214,8 +227,14 @@ static sdd_err send_msg(struct run_link *k, uint32_t slot, size_t len)
 
 struct sender {
     struct run_link *k;
-    bool *busy; /* send slots in flight */
+    struct run_stage *s; /* the stand-in: its counters */
+    bool *busy;          /* send slots in flight */
     uint32_t inflight;
+    uint32_t sent; /* DATA messages */
+    bool open;     /* a message is being filled in slot cur */
+    uint32_t cur;
+    size_t fill; /* its bytes so far */
+    uint32_t count;
 };
 
 static sdd_err sender_drive(struct sender *sd, int wait_ms)
@@ -268,40 +287,71 @@ static sdd_err sender_slot(struct sender *sd, uint32_t *slot)
     }
 }
 
-static sdd_err send_item(struct sender *sd, const struct run_item *it, uint32_t type)
+/* Send the message being filled (DATA), or an END message. */
+static sdd_err send_message(struct sender *sd, uint32_t type)
 {
     struct run_link *k = sd->k;
-    uint32_t slot = 0;
-    sdd_err err = sender_slot(sd, &slot);
-    if (err != SDD_OK) {
+    if (type == LINK_DATA && !sd->open) {
+        return SDD_OK;
+    }
+    sdd_err err = SDD_OK;
+    if (!sd->open && (err = sender_slot(sd, &sd->cur)) != SDD_OK) {
         return err;
     }
-    struct link_hdr *h = (void *)slot_at(k, slot);
-    *h = (struct link_hdr){.magic = LINK_MAGIC, .type = type};
-    if (it != NULL) {
-        *h = (struct link_hdr){.magic = LINK_MAGIC,
-                               .type = type,
-                               .id = it->id,
-                               .built_ns = it->built_ns,
-                               .flags = it->flags,
-                               .tflags = atomic_load(&it->tflags),
-                               .kept = atomic_load(&it->kept),
-                               .ntracks = atomic_load(&it->ntracks),
-                               .bytes = it->bytes};
-        memcpy(h + 1, it->data, it->bytes);
-    }
-    while ((err = send_msg(k, slot, sizeof(*h) + h->bytes)) == SDD_EAGAIN) {
-        err = sender_drive(sd, 1); /* queues full: completions first */
-        if (err != SDD_OK) {
-            return err;
+    struct link_hdr *h = (void *)slot_at(k, sd->cur);
+    *h = (struct link_hdr){.magic = LINK_MAGIC,
+                           .type = type,
+                           .count = type == LINK_DATA ? sd->count : sd->sent,
+                           .bytes = type == LINK_DATA ? sd->fill : sizeof(*h)};
+    while ((err = send_msg(k, sd->cur, h->bytes)) == SDD_EAGAIN) {
+        if ((err = sender_drive(sd, 1)) != SDD_OK) { /* queues full: completions first */
+            break;
         }
     }
     if (err == SDD_OK) {
-        sd->busy[slot] = true;
+        sd->busy[sd->cur] = true;
         sd->inflight++;
         k->credits--;
+        sd->sent += type == LINK_DATA;
     }
+    /* Sent, or lost with the link: counted either way. */
+    atomic_fetch_add(err == SDD_OK ? &sd->s->link_moved : &sd->s->link_dropped,
+                     type == LINK_DATA ? sd->count : 0);
+    sd->open = false;
+    sd->count = 0;
     return err;
+}
+
+/* Add an event to the message being filled; a full one goes out first. */
+static sdd_err add_item(struct sender *sd, const struct run_item *it)
+{
+    struct run_link *k = sd->k;
+    size_t span = ev_span(it->bytes);
+    sdd_err err = SDD_OK;
+    if (sd->open && sd->fill + span > k->slot) {
+        err = send_message(sd, LINK_DATA);
+    }
+    if (err == SDD_OK && !sd->open && (err = sender_slot(sd, &sd->cur)) == SDD_OK) {
+        sd->open = true;
+        sd->fill = sizeof(struct link_hdr);
+        sd->count = 0;
+    }
+    if (err != SDD_OK) {
+        return err;
+    }
+    uint8_t *p = slot_at(k, sd->cur) + sd->fill;
+    struct link_ev e = {.id = it->id,
+                        .built_ns = it->built_ns,
+                        .flags = it->flags,
+                        .tflags = atomic_load(&it->tflags),
+                        .kept = atomic_load(&it->kept),
+                        .ntracks = atomic_load(&it->ntracks),
+                        .bytes = it->bytes};
+    memcpy(p, &e, sizeof(e));
+    memcpy(p + sizeof(e), it->data, it->bytes);
+    sd->fill += span;
+    sd->count++;
+    return SDD_OK;
 }
 
 static sdd_err sender_connect(struct run_link *k)
@@ -310,8 +360,8 @@ static sdd_err sender_connect(struct run_link *k)
     uint16_t port = (uint16_t)(k->r->cfg->fabric.port + LINK_PORT_BASE + k->index);
     uint64_t deadline = sdd_now_ns() + 30 * SDD_NS_PER_S;
     for (;;) {
-        sdd_err err = sdd_ep_connect(k->ep, dst->host, port, &k->index, sizeof(k->index), 2000,
-                                     &k->peer);
+        sdd_err err =
+            sdd_ep_connect(k->ep, dst->host, port, &k->index, sizeof(k->index), 2000, &k->peer);
         if (err != SDD_ECONNREFUSED || sdd_now_ns() > deadline ||
             atomic_load(&k->r->phase) == RUN_PHASE_ABORT) {
             return err;
@@ -326,28 +376,34 @@ void *run_link_send_thread(void *arg)
     struct run_stage *s = wa->s; /* the remote `to` stage, standing in for the link */
     struct run_link *k = s->link;
     struct sdd_run *r = s->run;
-    struct sender sd = {.k = k, .busy = calloc(k->slots, sizeof(bool))};
+    struct sender sd = {.k = k, .s = s, .busy = calloc(k->slots, sizeof(bool))};
     sdd_err err = sd.busy == NULL ? SDD_ENOMEM : sender_connect(k);
     if (err != SDD_OK) {
         run_fail(r, k->from, err, "cannot connect its fabric link");
     }
-    struct run_item *it;
-    while ((it = run_next_item(s)) != NULL) {
-        if (err == SDD_OK) {
-            err = send_item(&sd, it, LINK_DATA);
-            if (err != SDD_OK && err != SDD_ECANCELED) {
+    for (;;) {
+        /* Events waiting are packed into one message; when none is, what was packed goes. */
+        void *p = NULL;
+        if (sdd_mpmc_dequeue(s->in, &p) != SDD_OK) {
+            if (err == SDD_OK && (err = send_message(&sd, LINK_DATA)) != SDD_OK &&
+                err != SDD_ECANCELED) {
                 run_fail(r, k->from, err, "its fabric link failed");
             }
+            if ((p = run_next_item(s)) == NULL) {
+                break;
+            }
         }
-        if (err == SDD_OK) {
-            atomic_fetch_add(&s->link_moved, 1);
-        } else {
+        struct run_item *it = p;
+        if (err == SDD_OK && (err = add_item(&sd, it)) != SDD_OK && err != SDD_ECANCELED) {
+            run_fail(r, k->from, err, "its fabric link failed");
+        }
+        if (err != SDD_OK) {
             atomic_fetch_add(&s->link_dropped, 1); /* counted; the stages behind go on */
         }
         run_item_release(r, it);
     }
     if (err == SDD_OK) {
-        err = send_item(&sd, NULL, LINK_END);
+        err = send_message(&sd, LINK_END);
     }
     while (err == SDD_OK && sd.inflight > 0) {
         err = sender_drive(&sd, 10);
@@ -361,39 +417,61 @@ void *run_link_send_thread(void *arg)
 static sdd_err give_credits(struct run_link *k, uint32_t n, uint32_t slot)
 {
     struct link_hdr *h = (void *)slot_at(k, slot);
-    *h = (struct link_hdr){.magic = LINK_MAGIC, .type = LINK_CREDIT, .credits = n};
+    *h = (struct link_hdr){
+        .magic = LINK_MAGIC, .type = LINK_CREDIT, .credits = n, .bytes = sizeof(*h)};
     return send_msg(k, slot, sizeof(*h));
 }
 
-/* One message: an event delivered into the `to` stage (a copy into a pool buffer, so that the
- * slot can take the next message at once). False at END. */
-static bool deliver(struct run_link *k, struct run_stage *s, const struct link_hdr *h,
-                    size_t len, sdd_err *err)
+/* One message: its events delivered into the `to` stage, each copied into a pool buffer so
+ * that the slot can take the next message at once. False at END or on a malformed message
+ * (*err set; every length is checked before it is used). */
+static bool deliver(struct run_link *k, struct run_stage *s, const uint8_t *msg, size_t len,
+                    uint64_t *expect, sdd_err *err)
 {
-    if (len < sizeof(*h) || h->magic != LINK_MAGIC ||
-        (h->type == LINK_DATA && (h->bytes > k->r->item_bytes || len != sizeof(*h) + h->bytes))) {
+    struct link_hdr h;
+    if (len < sizeof(h)) {
         *err = SDD_EPROTO;
         return false;
     }
-    if (h->type == LINK_END) {
+    memcpy(&h, msg, sizeof(h));
+    if (h.magic != LINK_MAGIC || h.bytes != len || (h.type != LINK_DATA && h.type != LINK_END)) {
+        *err = SDD_EPROTO;
         return false;
     }
-    struct run_item *it = run_item_new(k->r);
-    if (it == NULL) {
-        *err = SDD_ECANCELED;
-        return false;
+    if (h.type == LINK_END) {
+        *expect = h.count; /* DATA messages to wait for */
+        return true;
     }
-    memcpy(it->data, h + 1, h->bytes);
-    it->bytes = h->bytes;
-    it->id = h->id;
-    it->built_ns = h->built_ns;
-    it->flags = h->flags;
-    atomic_store(&it->tflags, h->tflags);
-    atomic_store(&it->kept, h->kept);
-    atomic_store(&it->ntracks, h->ntracks);
-    atomic_fetch_add(&s->link_moved, 1);
-    run_deliver(k->to, it);
-    run_item_release(k->r, it);
+    size_t off = sizeof(h);
+    for (uint32_t i = 0; i < h.count; i++) {
+        struct link_ev e;
+        if (len - off < sizeof(e)) {
+            *err = SDD_EPROTO;
+            return false;
+        }
+        memcpy(&e, msg + off, sizeof(e));
+        if (e.bytes > k->r->item_bytes || len - off < ev_span(e.bytes)) {
+            *err = SDD_EPROTO;
+            return false;
+        }
+        struct run_item *it = run_item_new(k->r);
+        if (it == NULL) {
+            *err = SDD_ECANCELED;
+            return false;
+        }
+        memcpy(it->data, msg + off + sizeof(e), e.bytes);
+        it->bytes = e.bytes;
+        it->id = e.id;
+        it->built_ns = e.built_ns;
+        it->flags = e.flags;
+        atomic_store(&it->tflags, e.tflags);
+        atomic_store(&it->kept, e.kept);
+        atomic_store(&it->ntracks, e.ntracks);
+        atomic_fetch_add(&s->link_moved, 1);
+        run_deliver(k->to, it);
+        run_item_release(k->r, it);
+        off += ev_span(e.bytes);
+    }
     return true;
 }
 
@@ -411,6 +489,7 @@ void *run_link_recv_thread(void *arg)
         run_fail(r, k->to, err, "no fabric link from its producer's node");
     }
     uint32_t owed = 0, batch = k->credits / 4 > 0 ? k->credits / 4 : 1, ctl = 0;
+    uint64_t got = 0, expect = UINT64_MAX; /* DATA messages; how many END announced */
     bool going = err == SDD_OK;
     while (going) {
         struct sdd_cqe cq[32];
@@ -424,7 +503,9 @@ void *run_link_recv_thread(void *arg)
             if (cq[i].kind != SDD_CQE_RECV) {
                 continue; /* a credit message went out */
             }
-            going = deliver(k, s, (const void *)slot_at(k, slot), cq[i].len, &err);
+            uint64_t was = expect;
+            going = deliver(k, s, slot_at(k, slot), cq[i].len, &expect, &err);
+            got += going && expect == was; /* a DATA message (END sets expect) */
             sdd_err e = post_slot(k, slot);
             err = err == SDD_OK ? e : err;
             owed++;
@@ -439,7 +520,8 @@ void *run_link_recv_thread(void *arg)
             }
         }
         run_counts_flush();
-        going = going && err == SDD_OK && atomic_load(&r->phase) != RUN_PHASE_ABORT;
+        going = going && got != expect && err == SDD_OK &&
+                atomic_load(&r->phase) != RUN_PHASE_ABORT;
     }
     if (err != SDD_OK && err != SDD_ECANCELED) {
         run_fail(r, k->to, err, "its fabric link failed");
