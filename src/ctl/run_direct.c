@@ -21,17 +21,15 @@
 #define DIRECT_SLOTS     64    /* receive buffers in the receiver's ring */
 #define DIRECT_PACKETS   64    /* packets per receive buffer (NaNet: buffers of 64 kB) */
 #define DIRECT_CYCLE_MAX 32768 /* events an emulator generates once and sends over again */
-#define DIRECT_GRACE_MS  300   /* after the last send, the receiver stops this much later */
 
 struct run_direct {
     struct run_stage *s;
     sdd_ro_rx *rx;
-    sdd_ro_emu *emu;
+    struct run_emu em;    /* emu-na62 */
     uint8_t *cycle;       /* emu-na62: the packets it sends over and over */
     uint64_t sent_events; /* emu-na62 with an event count: what it sends in all */
-    pthread_t th, emu_th;
-    bool th_started, emu_started;
-    _Atomic bool emu_stopped; /* by the run (else it ran out of events) */
+    pthread_t th;
+    bool th_started;
     char where[SDD_CFG_HOST_MAX + 8];
 };
 
@@ -83,7 +81,9 @@ static sdd_err make_emulator(struct run_direct *d, uint64_t events)
     eo.frames = cycles * per_cycle;                  /* datagrams; 0: until stopped */
     eo.rate_pps = src->rate * (double)per_cycle / c; /* rate: events per second */
     eo.seed = src->seed;
-    return sdd_ro_emu_create(&eo, "127.0.0.1", sdd_ro_rx_port(d->rx), &d->emu);
+    d->em.rx = d->rx;
+    d->em.name = d->s->cfg->name;
+    return sdd_ro_emu_create(&eo, "127.0.0.1", sdd_ro_rx_port(d->rx), &d->em.emu);
 }
 
 static sdd_err direct_create(struct sdd_run *r, struct run_stage *s, struct run_direct **out)
@@ -102,11 +102,7 @@ static sdd_err direct_create(struct sdd_run *r, struct run_stage *s, struct run_
     char host[SDD_CFG_HOST_MAX] = "127.0.0.1";
     uint16_t port = 0;
     if (src->kind == SDD_SRC_UDP) {
-        const char *colon = strrchr(src->listen, ':');
-        size_t n = colon != NULL ? (size_t)(colon - src->listen) : strlen(src->listen);
-        snprintf(host, sizeof(host), "%.*s", (int)(n < sizeof(host) ? n : sizeof(host) - 1),
-                 src->listen);
-        port = colon != NULL ? (uint16_t)strtoul(colon + 1, NULL, 10) : 0;
+        run_split_hostport(src->listen, host, sizeof(host), &port);
     }
     ro.host = host;
     ro.port = port;
@@ -152,22 +148,6 @@ sdd_err run_direct_setup(struct sdd_run *r)
     size_t need = run_direct_buffer_bytes();
     r->item_bytes = r->ndirect > 0 && r->item_bytes < need ? need : r->item_bytes;
     return SDD_OK;
-}
-
-/* The emulator's thread: send, and once the events ran out stop the receiver a moment after
- * the last packets, so that the source ends and the run with it. */
-static void *emu_main(void *arg)
-{
-    struct run_direct *d = arg;
-    sdd_err err = sdd_ro_emu_run(d->emu);
-    if (err != SDD_OK) {
-        SDD_ERROR(LOG, "%s: emulator stopped: %s", d->s->cfg->name, sdd_strerror(err));
-    }
-    if (!atomic_load(&d->emu_stopped)) {
-        sdd_sleep_ns(DIRECT_GRACE_MS * SDD_NS_PER_MS);
-        sdd_ro_rx_stop(d->rx);
-    }
-    return NULL;
 }
 
 /* The source's thread: every filled receive buffer becomes an item for the linked stages. */
@@ -238,24 +218,12 @@ sdd_err run_direct_start(struct sdd_run *r)
             return SDD_ENOMEM;
         }
         d->th_started = true;
-        if (d->emu != NULL) {
-            if (pthread_create(&d->emu_th, NULL, emu_main, d) != 0) {
-                return SDD_ENOMEM;
-            }
-            d->emu_started = true;
+        /* An emulator that ran out of events stops the receiver, and the source ends. */
+        if (run_emu_start(&d->em) != SDD_OK) {
+            return SDD_ENOMEM;
         }
     }
     return SDD_OK;
-}
-
-static void stop_emulator(struct run_direct *d)
-{
-    if (d->emu_started) {
-        atomic_store(&d->emu_stopped, true);
-        sdd_ro_emu_stop(d->emu);
-        pthread_join(d->emu_th, NULL);
-        d->emu_started = false;
-    }
 }
 
 void run_direct_stop(struct sdd_run *r)
@@ -263,7 +231,7 @@ void run_direct_stop(struct sdd_run *r)
     for (size_t i = 0; i < r->n; i++) {
         struct run_direct *d = r->st[i].direct;
         if (d != NULL) {
-            stop_emulator(d);
+            run_emu_stop(&d->em);
             sdd_ro_rx_stop(d->rx); /* what came is handed over; then the source ends */
         }
     }
@@ -294,14 +262,14 @@ void run_direct_free(struct run_direct *d)
     if (d == NULL) {
         return;
     }
-    stop_emulator(d);
+    run_emu_stop(&d->em);
     if (d->rx != NULL) {
         sdd_ro_rx_stop(d->rx);
     }
     if (d->th_started) {
         pthread_join(d->th, NULL);
     }
-    sdd_ro_emu_destroy(d->emu);
+    sdd_ro_emu_destroy(d->em.emu);
     sdd_ro_rx_destroy(d->rx);
     free(d->cycle);
     free(d);

@@ -170,10 +170,10 @@ void run_deliver(struct run_stage *to, struct run_item *it)
 {
     if (to->inline_run) {
         run_inline(to, it);
+        run_item_release(to->run, it);
         return;
     }
-    atomic_fetch_add(&it->refs, 1);
-    while (sdd_mpmc_enqueue(to->in, it) != SDD_OK) {
+    while (sdd_mpmc_enqueue(to->in, it) != SDD_OK) { /* the caller's reference goes along */
         sdd_sleep_ns(SDD_NS_PER_US * 20); /* backpressure: the stage is full */
     }
 }

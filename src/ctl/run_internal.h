@@ -250,7 +250,8 @@ void run_stages_close(struct sdd_run *r);
  * own reference. */
 void run_emit(struct run_stage *s, struct run_item *it, bool kept);
 void run_item_release(struct sdd_run *r, struct run_item *it);
-/* Hand a pooled item to one stage: queued on its ring (held back while full), or run inline. */
+/* Hand a pooled item, and the caller's reference to it, to one stage: queued on its ring
+ * (held back while full), or run inline and released. */
 void run_deliver(struct run_stage *to, struct run_item *it);
 /* A pool buffer as a new item holding one reference (the caller's), for a stage that makes
  * events of its own; waits while the pool is empty; NULL when the run is aborted meanwhile. */

@@ -96,9 +96,7 @@ static sdd_err open_ep(struct run_link *k)
     const sdd_config *cfg = k->r->cfg;
     struct sdd_ep_opts eo;
     sdd_ep_opts_default(&eo);
-    eo.provider = cfg->fabric.provider == SDD_CFG_PROV_AUTO
-                      ? NULL
-                      : sdd_cfg_provider_name(cfg->fabric.provider);
+    eo.provider = sdd_cfg_provider_name(cfg->fabric.provider); /* "auto" as sdd_ep_open knows it */
     eo.peer_timeout_ms = 2000; /* a dead node fails its links within seconds, as in the evb */
     eo.op_timeout_ms = 8000;
     sdd_err err = sdd_ep_open(&eo, &k->ep);
@@ -468,8 +466,7 @@ static bool deliver(struct run_link *k, struct run_stage *s, const uint8_t *msg,
         atomic_store(&it->kept, e.kept);
         atomic_store(&it->ntracks, e.ntracks);
         atomic_fetch_add(&s->link_moved, 1);
-        run_deliver(k->to, it);
-        run_item_release(k->r, it);
+        run_deliver(k->to, it); /* with our reference */
         off += ev_span(e.bytes);
     }
     return true;

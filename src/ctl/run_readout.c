@@ -23,10 +23,7 @@ struct run_readout {
     sdd_ro_rx *rx;
     sdd_evb_ro_feed *feed;
     struct sdd_ro_emu_opts eo;
-    sdd_ro_emu *emu;
-    pthread_t emu_th;
-    bool emu_running;
-    _Atomic bool stopped; /* the runtime stopped the emulator (else it ran out of frames) */
+    struct run_emu em;
     bool closed;          /* the receiver is stopped: every event not yet decided is missing */
     char where[SDD_CFG_HOST_MAX + 8]; /* "host:port" */
 };
@@ -52,8 +49,7 @@ uint32_t run_readout_frame_bytes(const struct sdd_cfg_source *s)
     return s->frame.packets * (uint32_t)s->frame.payload;
 }
 
-/* "host:port" into its parts (the config checked the form). */
-static void split_hostport(const char *hp, char *host, size_t len, uint16_t *port)
+void run_split_hostport(const char *hp, char *host, size_t len, uint16_t *port)
 {
     const char *colon = strrchr(hp, ':');
     size_t n = colon != NULL ? (size_t)(colon - hp) : strlen(hp);
@@ -85,7 +81,7 @@ sdd_err run_readout_create(const struct sdd_cfg_stage *stage, uint32_t stream, u
     char host[SDD_CFG_HOST_MAX] = "127.0.0.1";
     uint16_t port = 0;
     if (s->kind == SDD_SRC_UDP) {
-        split_hostport(s->listen, host, sizeof(host), &port);
+        run_split_hostport(s->listen, host, sizeof(host), &port);
     }
     rd->ro.host = host;
     rd->ro.port = port;
@@ -107,7 +103,9 @@ sdd_err run_readout_create(const struct sdd_cfg_stage *stage, uint32_t stream, u
         rd->eo.rate_pps = s->rate * rd->ro.geom.packets_per_frame;
         rd->eo.loss = s->frame.loss;
         rd->eo.seed = s->seed + stream;
-        err = sdd_ro_emu_create(&rd->eo, "127.0.0.1", sdd_ro_rx_port(rd->rx), &rd->emu);
+        err = sdd_ro_emu_create(&rd->eo, "127.0.0.1", sdd_ro_rx_port(rd->rx), &rd->em.emu);
+        rd->em.rx = rd->rx;
+        rd->em.name = stage->name;
     }
     if (err != SDD_OK) {
         SDD_ERROR(LOG, "%s: cannot set up the readout (%s): %s", stage->name,
@@ -127,39 +125,51 @@ struct sdd_evb_feed run_readout_bind(struct run_readout *rd)
 
 static void *emu_main(void *arg)
 {
-    struct run_readout *rd = arg;
-    sdd_err err = sdd_ro_emu_run(rd->emu);
+    struct run_emu *e = arg;
+    sdd_err err = sdd_ro_emu_run(e->emu);
     if (err != SDD_OK) {
-        SDD_ERROR(LOG, "emulator for %s stopped: %s", rd->where, sdd_strerror(err));
+        SDD_ERROR(LOG, "%s: emulator stopped: %s", e->name, sdd_strerror(err));
     }
-    if (!atomic_load(&rd->stopped)) {
-        /* The stream is over: once its last frames are in, events that never got theirs are
-         * missing, and the run can end. */
+    if (!atomic_load(&e->stopped)) {
+        /* The stream is over: once its last packets are in, what never came is missing, and
+         * the run can end. */
         sdd_sleep_ns(RUN_READOUT_GRACE_MS * SDD_NS_PER_MS);
-        sdd_ro_rx_stop(rd->rx);
+        sdd_ro_rx_stop(e->rx);
     }
     return NULL;
 }
 
-sdd_err run_readout_start(struct run_readout *rd)
+sdd_err run_emu_start(struct run_emu *e)
 {
-    if (rd->emu == NULL || rd->emu_running) {
+    if (e->emu == NULL || e->running) {
         return SDD_OK;
     }
-    if (pthread_create(&rd->emu_th, NULL, emu_main, rd) != 0) {
+    if (pthread_create(&e->th, NULL, emu_main, e) != 0) {
         return SDD_ENOMEM;
     }
-    rd->emu_running = true;
+    e->running = true;
     return SDD_OK;
+}
+
+void run_emu_stop(struct run_emu *e)
+{
+    if (e->running) {
+        atomic_store(&e->stopped, true);
+        sdd_ro_emu_stop(e->emu);
+        pthread_join(e->th, NULL);
+        e->running = false;
+    }
+}
+
+sdd_err run_readout_start(struct run_readout *rd)
+{
+    return run_emu_start(&rd->em);
 }
 
 void run_readout_stop(struct run_readout *rd)
 {
-    if (rd != NULL && rd->emu_running) {
-        atomic_store(&rd->stopped, true);
-        sdd_ro_emu_stop(rd->emu);
-        pthread_join(rd->emu_th, NULL);
-        rd->emu_running = false;
+    if (rd != NULL) {
+        run_emu_stop(&rd->em);
     }
 }
 
@@ -195,7 +205,7 @@ void run_readout_destroy(struct run_readout *rd)
         return;
     }
     run_readout_stop(rd);
-    sdd_ro_emu_destroy(rd->emu);
+    sdd_ro_emu_destroy(rd->em.emu);
     sdd_evb_ro_feed_destroy(rd->feed); /* releases held frames: before the receiver goes */
     if (rd->rx != NULL) {
         sdd_ro_rx_stop(rd->rx);

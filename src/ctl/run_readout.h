@@ -4,6 +4,7 @@
 #define SDDAQ_CTL_RUN_READOUT_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -16,6 +17,25 @@ struct run_readout;
 /* After a stream's last send, its last frames are still on their way (the receiver's frame
  * timeout is 100 ms): wait this long before closing it. */
 #define RUN_READOUT_GRACE_MS 300
+
+/* A detector emulator sending to a receiver from a thread of its own (readout sources of an
+ * event builder, NA62 sources of a trigger). Once it has sent everything, the stream is over:
+ * it stops the receiver RUN_READOUT_GRACE_MS after its last send, so that what is on its way
+ * still arrives and the source then ends. */
+struct run_emu {
+    sdd_ro_emu *emu; /* NULL: no emulator (nothing to start) */
+    sdd_ro_rx *rx;
+    const char *name; /* for messages */
+    pthread_t th;
+    bool running;
+    _Atomic bool stopped; /* by the run (else it ran out of things to send) */
+};
+sdd_err run_emu_start(struct run_emu *e);
+/* Stop it before its end and join it; nothing when it is not running. */
+void run_emu_stop(struct run_emu *e);
+
+/* "host:port" into its parts (the config checked the form; no port: 0). */
+void run_split_hostport(const char *hp, char *host, size_t len, uint16_t *port);
 
 struct run_readout_counts {
     uint64_t frames;       /* frames turned into fragments */
