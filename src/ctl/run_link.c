@@ -191,6 +191,13 @@ sdd_err run_link_setup(struct sdd_run *r, struct run_link **links)
     return SDD_OK;
 }
 
+/* An error on a link is the run's failure unless the run is already being aborted (then the
+ * error is a consequence, and the reason is already set). */
+static bool run_aborted(struct sdd_run *r)
+{
+    return atomic_load(&r->phase) == RUN_PHASE_ABORT;
+}
+
 /* Completions within wait_ms: their count, or the (negative) sdd_err when one failed or the peer
  * went away (the link is then over). Every completion returned names one of our slots. */
 static int link_poll(struct run_link *k, struct sdd_cqe *cq, int max, int wait_ms)
@@ -205,6 +212,9 @@ static int link_poll(struct run_link *k, struct sdd_cqe *cq, int max, int wait_m
             return (int)(cq[i].status != SDD_OK ? cq[i].status : SDD_EPEERDEAD);
         }
         uintptr_t slot = (uintptr_t)cq[i].ctx;
+        if (cq[i].status == SDD_ECANCELED) {
+            return (int)SDD_EPEERDEAD; /* tcp cancels the sends pending on a dropped connection */
+        }
         if (cq[i].status != SDD_OK) {
             return (int)cq[i].status;
         }
@@ -275,7 +285,7 @@ static sdd_err sender_slot(struct sender *sd, uint32_t *slot)
                 }
             }
         }
-        if (atomic_load(&k->r->phase) == RUN_PHASE_ABORT) {
+        if (run_aborted(k->r)) {
             return SDD_ECANCELED;
         }
         sdd_err err = sender_drive(sd, 1);
@@ -361,7 +371,7 @@ static sdd_err sender_connect(struct run_link *k)
         sdd_err err =
             sdd_ep_connect(k->ep, dst->host, port, &k->index, sizeof(k->index), 2000, &k->peer);
         if (err != SDD_ECONNREFUSED || sdd_now_ns() > deadline ||
-            atomic_load(&k->r->phase) == RUN_PHASE_ABORT) {
+            run_aborted(k->r)) {
             return err;
         }
         sdd_sleep_ns(20 * SDD_NS_PER_MS);
@@ -384,7 +394,7 @@ void *run_link_send_thread(void *arg)
         void *p = NULL;
         if (sdd_mpmc_dequeue(s->in, &p) != SDD_OK) {
             if (err == SDD_OK && (err = send_message(&sd, LINK_DATA)) != SDD_OK &&
-                err != SDD_ECANCELED) {
+                !run_aborted(r)) {
                 run_fail(r, k->from, err, "its fabric link failed");
             }
             if ((p = run_next_item(s)) == NULL) {
@@ -392,7 +402,7 @@ void *run_link_send_thread(void *arg)
             }
         }
         struct run_item *it = p;
-        if (err == SDD_OK && (err = add_item(&sd, it)) != SDD_OK && err != SDD_ECANCELED) {
+        if (err == SDD_OK && (err = add_item(&sd, it)) != SDD_OK && !run_aborted(r)) {
             run_fail(r, k->from, err, "its fabric link failed");
         }
         if (err != SDD_OK) {
@@ -518,9 +528,9 @@ void *run_link_recv_thread(void *arg)
         }
         run_counts_flush();
         going = going && got != expect && err == SDD_OK &&
-                atomic_load(&r->phase) != RUN_PHASE_ABORT;
+                !run_aborted(r);
     }
-    if (err != SDD_OK && err != SDD_ECANCELED) {
+    if (err != SDD_OK && !run_aborted(r)) {
         run_fail(r, k->to, err, "its fabric link failed");
     }
     run_counts_detach();
