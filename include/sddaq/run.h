@@ -89,13 +89,17 @@ struct sdd_run_summary {
     uint64_t written;        /* records the writers accepted */
     uint64_t dropped;        /* counted drops anywhere */
     uint64_t bytes_built;    /* fragment bytes of the built events */
+    uint64_t link_sent;      /* events that left over fabric links to other nodes */
+    uint64_t link_received;  /* events that came in over them (equal on the coordinator of a
+                                whole run: what one node sent, another delivered) */
     uint32_t nodes;          /* nodes whose figures are summed: 1, or every node on the
                                 coordinator of a multi-node run (the others sum their own) */
     bool node_ok;            /* this node's own part of the accounting (below) holds */
     bool accounted;          /* generated == built (unless found); every built event a BU handed on was
                                 decided (kept, rejected or counted dropped) by the process
                                 stages fed by the BUs; every writer wrote, or counted as
-                                dropped, each event passed to it */
+                                dropped, each event passed to it; and on a multi-node run,
+                                every event sent over a fabric link arrived */
     size_t nstages;
     struct sdd_run_stage_summary *stages;
 };

@@ -233,12 +233,13 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
                 snprintf(s->reason, sizeof(s->reason), "node %s lost", r->cfg->nodes[i].name);
             }
         }
-        uint64_t v[11] = {0};
-        static const char *const keys[] = {"generated", "built",   "complete", "incomplete",
-                                           "corrupt",   "kept",    "rejected", "written",
-                                           "dropped",   "bytes_built", "node_ok"};
+        uint64_t v[13] = {0};
+        static const char *const keys[] = {"generated", "built",       "complete",  "incomplete",
+                                           "corrupt",   "kept",        "rejected",  "written",
+                                           "dropped",   "bytes_built", "node_ok",   "link_sent",
+                                           "link_received"};
         bool ok = err == SDD_OK;
-        for (size_t k = 0; ok && k < 11; k++) {
+        for (size_t k = 0; ok && k < sizeof(v) / sizeof(v[0]); k++) {
             ok = json_u64(js, keys[k], &v[k]);
         }
         free(js);
@@ -262,10 +263,14 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
         s->dropped += v[8];
         s->bytes_built += v[9];
         all_ok &= v[10] != 0;
+        s->link_sent += v[11];
+        s->link_received += v[12];
         s->nodes++;
     }
     s->generated = generated;
-    s->accounted = all_ok && generated > 0 && generated == s->built;
+    /* Each node checks its own part; what crossed between them is only seen here. */
+    s->accounted = all_ok && generated > 0 && generated == s->built &&
+                   s->link_sent == s->link_received;
 }
 
 unsigned run_http(void *arg, const char *method, const char *path, const char *body, char *out,

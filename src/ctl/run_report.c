@@ -57,6 +57,7 @@ struct totals {
     uint64_t dropped_bu, dropped_process;
     uint64_t bytes_built;
     uint64_t bu_sent, bu_received; /* built events that left, or came, over fabric links */
+    uint64_t link_sent, link_received; /* any events, over every link */
 };
 
 /* A fabric link's stand-in (run_link.c): what it carried out of this node (its producer is
@@ -65,6 +66,7 @@ static void add_link(struct sdd_run *r, struct run_stage *s, struct totals *t)
 {
     uint64_t moved = atomic_load(&s->link_moved), dropped = atomic_load(&s->link_dropped);
     t->dropped += dropped;
+    *(run_link_sends(s->link) ? &t->link_sent : &t->link_received) += moved;
     for (size_t j = 0; j < r->n; j++) {
         struct run_stage *p = &r->st[j];
         for (size_t k = 0; p->local && p->cfg->type == SDD_STAGE_BU && k < p->nout; k++) {
@@ -192,6 +194,8 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
     out->written = t.written;
     out->dropped = t.dropped;
     out->bytes_built = t.bytes_built;
+    out->link_sent = t.link_sent;
+    out->link_received = t.link_received;
     out->stages = calloc(r->n, sizeof(*out->stages));
     if (out->stages == NULL) {
         return;
@@ -263,11 +267,12 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
             ",\"generated\":%" PRIu64 ",\"built\":%" PRIu64 ",\"complete\":%" PRIu64
             ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"kept\":%" PRIu64
             ",\"rejected\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":%" PRIu64
-            ",\"bytes_built\":%" PRIu64 ",\"events_per_s\":%.1f,\"nodes\":%u,\"node_ok\":%s,"
+            ",\"bytes_built\":%" PRIu64 ",\"link_sent\":%" PRIu64 ",\"link_received\":%" PRIu64
+            ",\"events_per_s\":%.1f,\"nodes\":%u,\"node_ok\":%s,"
             "\"accounted\":%s,\"found\":%s,\"stages\":[",
             sdd_errname(s->status), s->reason, s->seconds, s->run_number, s->generated, s->built,
             s->complete, s->incomplete, s->corrupt, s->kept, s->rejected, s->written, s->dropped,
-            s->bytes_built, s->seconds > 0 ? (double)s->built / s->seconds : 0.0, s->nodes,
+            s->bytes_built, s->link_sent, s->link_received, s->seconds > 0 ? (double)s->built / s->seconds : 0.0, s->nodes,
             s->node_ok ? "true" : "false", s->accounted ? "true" : "false",
             s->found ? "true" : "false");
     for (size_t i = 0; i < s->nstages; i++) {
@@ -310,6 +315,10 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
     fprintf(f, "  trigger  %" PRIu64 " kept, %" PRIu64 " rejected; %" PRIu64
                " written; %" PRIu64 " dropped\n",
             s->kept, s->rejected, s->written, s->dropped);
+    if (s->link_sent > 0 || s->link_received > 0) {
+        fprintf(f, "  links    %" PRIu64 " events sent to other nodes, %" PRIu64 " received\n",
+                s->link_sent, s->link_received);
+    }
     fprintf(f, "  %-12s %-9s %12s %12s %10s %8s %8s %11s %11s  %s\n", "stage", "type", "in",
             "out", "MB out", "dropped", "errors", "p50 age us", "p99 age us", "output");
     for (size_t i = 0; i < s->nstages; i++) {

@@ -217,6 +217,10 @@ wait "$pid_farm2" || fail "farm: h2: $(cat "$work/farm.h2.err")"
 [ "$rc" = 0 ] || fail "farm: coordinator exit $rc: $(cat "$work/farm.h0.json" "$work/farm.h0.err")"
 [ "$(field "$work/farm.h0.json" accounted)" = True ] || fail "farm: $(cat "$work/farm.h0.json")"
 [ "$(field "$work/farm.h0.json" kept)" = 12000 ] || fail "farm: kept: $(cat "$work/farm.h0.json")"
+# Every built event crossed a link once: sent by h0 or h1, delivered on h2.
+[ "$(field "$work/farm.h0.json" link_sent)" = 60000 ] &&
+    [ "$(field "$work/farm.h0.json" link_received)" = 60000 ] ||
+    fail "farm: link counts: $(cat "$work/farm.h0.json")"
 out=$("$sddaq" inspect "$(ls "$work"/out/farm_run*_w.raw)") || fail "farm: inspect"
 grep -q "^records  *12000$" <<<"$out" || fail "farm: h2 file: $out"
 # 8. The farm host killed mid-run: the builders' links fail, the run ends (not hangs) in error.
