@@ -43,7 +43,8 @@ static void usage(FILE *out)
             "                     the truth (default 9, half the PM pitch)\n"
             "      --buffer N     events per receive buffer (default 1024)\n"
             "      --merge-window T  fuse board events within T ticks (default 1)\n"
-            "  -t, --threads N    bench: threads for the all-cores figure (default: CPUs)\n"
+            "  -t, --threads N    bench: threads for the all-cores figure, and for the\n"
+            "                     latency with each buffer split over them (default: CPUs)\n"
             "      --smoke        bench: a tiny run for ctest\n"
             "      --json         one JSON object instead of the table\n");
 }

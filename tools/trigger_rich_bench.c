@@ -137,12 +137,15 @@ static int cmp_u64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Time every buffer of p once per pass (after a warm pass); appends the samples (ns) to t. */
-static int latency(const sdd_rich_proc_opts *po, const struct packed *p, int passes, uint64_t *t,
-                   size_t *nt)
+/* Time every buffer of p once per pass (after a warm pass), its ring finding split over
+ * `split` threads; appends the samples (ns) to t. */
+static int latency(const sdd_rich_proc_opts *po, uint32_t split, const struct packed *p,
+                   int passes, uint64_t *t, size_t *nt)
 {
+    sdd_rich_proc_opts so = *po;
+    so.split = split;
     sdd_rich_proc *proc = NULL;
-    if (sdd_rich_proc_create(po, &proc) != SDD_OK) {
+    if (sdd_rich_proc_create(&so, &proc) != SDD_OK) {
         return -1;
     }
     sdd_rich_output out;
@@ -232,8 +235,8 @@ struct method_result {
     const char *simd;
     sdd_rich_proc_opts po[LAT_SIZES + 1]; /* [0]: --buffer events; then the latency sizes */
     double one[BENCH_ROUNDS], all[BENCH_ROUNDS], efm[BENCH_ROUNDS];
-    uint64_t *lat[LAT_SIZES];
-    size_t nlat[LAT_SIZES];
+    uint64_t *lat[2][LAT_SIZES]; /* [0]: one thread per buffer; [1]: split over all */
+    size_t nlat[2][LAT_SIZES];
 };
 
 int rich_bench(const struct rich_cli *o)
@@ -285,10 +288,12 @@ int rich_bench(const struct rich_cli *o)
         }
         res[m].simd = rich_simd_name(sdd_rich_finder_opts(sdd_rich_proc_finder(probe))->simd);
         sdd_rich_proc_destroy(probe);
-        for (int s = 0; s < LAT_SIZES; s++) {
-            size_t nb = ((size_t)n + LAT_EVENTS[s] - 1) / LAT_EVENTS[s];
-            res[m].lat[s] = malloc(nb * (size_t)passes * (size_t)rounds * sizeof(uint64_t));
-            rc |= res[m].lat[s] == NULL;
+        for (int k = 0; k < 2; k++) {
+            for (int s = 0; s < LAT_SIZES; s++) {
+                size_t nb = ((size_t)n + LAT_EVENTS[s] - 1) / LAT_EVENTS[s];
+                res[m].lat[k][s] = malloc(nb * (size_t)passes * (size_t)rounds * sizeof(uint64_t));
+                rc |= res[m].lat[k][s] == NULL;
+            }
         }
     }
     for (int s = 0; s <= LAT_SIZES && rc == 0; s++) {
@@ -307,8 +312,11 @@ int rich_bench(const struct rich_cli *o)
             res[m].one[r] = throughput(&res[m].po[0], &pk[0], 1, passes);
             res[m].all[r] = throughput(&res[m].po[0], &pk[0], nthreads, passes);
             res[m].efm[r] = ef_merge_ns(&res[m].po[0], &pk[0], passes);
-            for (int s = 0; s < LAT_SIZES && rc == 0; s++) {
-                rc = latency(&res[m].po[s + 1], &pk[s + 1], passes, res[m].lat[s], &res[m].nlat[s]);
+            for (int k = 0; k < (nthreads > 1 ? 2 : 1); k++) {
+                for (int s = 0; s < LAT_SIZES && rc == 0; s++) {
+                    rc = latency(&res[m].po[s + 1], k ? (uint32_t)nthreads : 1, &pk[s + 1], passes,
+                                 res[m].lat[k][s], &res[m].nlat[k][s]);
+                }
             }
             if (res[m].one[r] <= 0 || res[m].all[r] <= 0) {
                 rc = 1;
@@ -340,9 +348,12 @@ int rich_bench(const struct rich_cli *o)
         }
         struct mmm one = summarize(res[m].one, rounds), all = summarize(res[m].all, rounds);
         struct mmm efm = summarize(res[m].efm, rounds);
-        struct lat lat[LAT_SIZES];
-        for (int s = 0; s < LAT_SIZES; s++) {
-            lat_summary(res[m].lat[s], res[m].nlat[s], &lat[s]);
+        struct lat lat[2][LAT_SIZES];
+        int nsplit = nthreads > 1 ? 2 : 1;
+        for (int k = 0; k < nsplit; k++) {
+            for (int s = 0; s < LAT_SIZES; s++) {
+                lat_summary(res[m].lat[k][s], res[m].nlat[k][s], &lat[k][s]);
+            }
         }
         if (o->json) {
             tj_obj(&j, NULL);
@@ -356,17 +367,20 @@ int rich_bench(const struct rich_cli *o)
             tj_num(&j, "events_per_s_all_max", all.max);
             tj_num(&j, "ns_per_event_1core", 1e9 / one.med);
             tj_num(&j, "ef_merge_ns_per_event", efm.med);
-            tj_arr(&j, "latency");
-            for (int s = 0; s < LAT_SIZES; s++) {
-                tj_obj(&j, NULL);
-                tj_uint(&j, "buffer_events", LAT_EVENTS[s]);
-                tj_uint(&j, "samples", lat[s].samples);
-                tj_num(&j, "p50_us", lat[s].p50_us);
-                tj_num(&j, "p99_us", lat[s].p99_us);
-                tj_num(&j, "max_us", lat[s].max_us);
+            for (int k = 0; k < nsplit; k++) {
+                tj_arr(&j, k ? "latency_split" : "latency");
+                for (int s = 0; s < LAT_SIZES; s++) {
+                    tj_obj(&j, NULL);
+                    tj_uint(&j, "buffer_events", LAT_EVENTS[s]);
+                    tj_uint(&j, "threads", k ? (uint64_t)nthreads : 1);
+                    tj_uint(&j, "samples", lat[k][s].samples);
+                    tj_num(&j, "p50_us", lat[k][s].p50_us);
+                    tj_num(&j, "p99_us", lat[k][s].p99_us);
+                    tj_num(&j, "max_us", lat[k][s].max_us);
+                    tj_end(&j);
+                }
                 tj_end(&j);
             }
-            tj_end(&j);
             tj_end(&j);
         } else {
             printf("%s (%s)\n", rich_method_name((sdd_rich_method)m), res[m].simd);
@@ -375,10 +389,15 @@ int rich_bench(const struct rich_cli *o)
             printf("  ns/event, 1 core      %.0f\n", 1e9 / one.med);
             printf("  event finder + merge  %.1f [%.1f-%.1f] ns/event\n", efm.med, efm.min,
                    efm.max);
-            printf("  latency per buffer    events  p50 us  p99 us  max us  (buffers)\n");
-            for (int s = 0; s < LAT_SIZES; s++) {
-                printf("                        %6u %7.0f %7.0f %7.0f  (%" PRIu64 ")\n",
-                       LAT_EVENTS[s], lat[s].p50_us, lat[s].p99_us, lat[s].max_us, lat[s].samples);
+            for (int k = 0; k < nsplit; k++) {
+                printf(k ? "  split over %d threads  events  p50 us  p99 us  max us  (buffers)\n"
+                         : "  latency per buffer    events  p50 us  p99 us  max us  (buffers)\n",
+                       nthreads);
+                for (int s = 0; s < LAT_SIZES; s++) {
+                    printf("                        %6u %7.0f %7.0f %7.0f  (%" PRIu64 ")\n",
+                           LAT_EVENTS[s], lat[k][s].p50_us, lat[k][s].p99_us, lat[k][s].max_us,
+                           lat[k][s].samples);
+                }
             }
         }
     }
@@ -387,7 +406,8 @@ int rich_bench(const struct rich_cli *o)
     }
     for (int m = 0; m < 2; m++) {
         for (int s = 0; s < LAT_SIZES; s++) {
-            free(res[m].lat[s]);
+            free(res[m].lat[0][s]);
+            free(res[m].lat[1][s]);
         }
     }
     for (int s = 0; s <= LAT_SIZES; s++) {

@@ -143,6 +143,8 @@ struct sdd_cfg_process {
     sdd_algo algorithm; /* default none */
     uint32_t factor;    /* prescale: keep 1 of factor; default 1 */
     uint32_t threads;   /* default 1 */
+    uint32_t split;     /* rich: threads sharing each buffer's ring finding, the worker
+                           included (lower latency per buffer, not more throughput); default 1 */
     float min_pt;       /* hough: keep events with a track candidate of pT >= min_pt GeV/c;
                            default 10 */
 };

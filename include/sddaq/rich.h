@@ -399,6 +399,9 @@ typedef struct sdd_rich_proc_opts {
     uint32_t window;    /* merge window, ticks; 1 */
     size_t max_bytes;   /* largest receive buffer; 1 MiB */
     uint32_t max_rings; /* ring slots per event kept in the result; 8 */
+    uint32_t split;     /* threads that share each buffer's ring finding, the caller included:
+                           1 (default; 0 means 1) .. 64. More than one cuts a buffer's latency,
+                           not the work: the helpers are started at create (sddaq/team.h). */
 } sdd_rich_proc_opts;
 
 SDD_API void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o);

@@ -241,6 +241,7 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->process.factor = 1;
         s->process.min_pt = 10.0f;
         s->process.threads = 1;
+        s->process.split = 1;
         break;
     case SDD_STAGE_WRITER:
         s->writer.format = SDD_WRITER_HDF5;

@@ -175,6 +175,9 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
             sbuf_put(b, "\n");
         }
         sbuf_put(b, "    threads: %u\n", s->process.threads);
+        if (s->process.algorithm == SDD_ALGO_RICH) {
+            sbuf_put(b, "    split: %u\n", s->process.split);
+        }
         break;
     case SDD_STAGE_WRITER:
         sbuf_put(b, "    format: %s\n    path: ", sdd_writer_format_name(s->writer.format));

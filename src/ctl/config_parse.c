@@ -529,6 +529,7 @@ static const struct field stage_process[] = {
     FENUM(stg, algorithm, process.algorithm, cfg_algo_names),
     FLD(stg, factor, F_U32, process.factor, 1, 1e9),
     FLD(stg, threads, F_U32, process.threads, 1, 1024),
+    FLD(stg, split, F_U32, process.split, 1, 64),
     {"min_pt", F_FLOAT, offsetof(stg, process.min_pt), 0, 2, 10000, NULL, NO_POS},
 };
 static const struct field stage_writer[] = {
@@ -610,6 +611,7 @@ struct stage_arg {
     struct sdd_cfg_stage *s;
     bool type_known;
     yaml_node_t *fragment_key, *listen_key, *factor_key, *pileup_key, *min_pt_key, *frame_key;
+    yaml_node_t *split_key;
     yaml_node_t *frame_format, *frame_geometry, *frame_loss; /* keys given inside frame */
 };
 
@@ -654,6 +656,8 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
             a->factor_key = kn;
         } else if (strcmp(key, "min_pt") == 0) {
             a->min_pt_key = kn;
+        } else if (strcmp(key, "split") == 0) {
+            a->split_key = kn;
         } else if (strcmp(key, "pileup") == 0) {
             a->pileup_key = kn;
         }
@@ -798,6 +802,11 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
         s->process.algorithm != SDD_ALGO_HOUGH) {
         mkpath(sub, sizeof(sub), "%s.min_pt", path);
         perr(c, a.min_pt_key, sub, "only the 'hough' algorithm has a min_pt (this is '%s')",
+             sdd_algo_name(s->process.algorithm));
+    }
+    if (type == SDD_STAGE_PROCESS && a.split_key != NULL && s->process.algorithm != SDD_ALGO_RICH) {
+        mkpath(sub, sizeof(sub), "%s.split", path);
+        perr(c, a.split_key, sub, "only the 'rich' algorithm has a split (this is '%s')",
              sdd_algo_name(s->process.algorithm));
     }
 }

@@ -107,6 +107,7 @@ void *run_rich_thread(void *arg)
     sdd_rich_proc_opts po;
     sdd_rich_proc_opts_default(&po);
     po.max_bytes = run_direct_buffer_bytes();
+    po.split = s->cfg->process.split;
     sdd_rich_proc *p = NULL;
     sdd_err err =
         r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &p);

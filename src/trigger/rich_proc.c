@@ -1,13 +1,26 @@
 /* RICH buffer processing, the work of one stage step: event finder over a receive buffer,
  * merge of the boards' events by timestamp, then the ring finder on every merged event. All
- * memory is taken at create for the largest buffer, so a run allocates nothing. */
+ * memory is taken at create for the largest buffer, so a run allocates nothing. With a split,
+ * the merged events are shared out in blocks to a team of threads, one finder each. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
+#include "sddaq/team.h"
 #include "trigger/rich_impl.h"
+
+#define SPLIT_MAX   64
+#define SPLIT_BLOCK 16 /* events a member takes at a time: small enough to balance the work */
 
 struct sdd_rich_proc {
     sdd_rich_proc_opts o;
-    sdd_rich_finder *finder;
+    sdd_rich_finder *finder; /* finders[0] */
+    sdd_rich_finder *finders[SPLIT_MAX];
+    sdd_team *team; /* NULL without a split */
+    uint32_t nev;   /* merged events of the buffer being processed */
+    _Atomic uint32_t next; /* the next block to take */
+    struct {
+        _Alignas(64) uint64_t rings;
+    } part[SPLIT_MAX]; /* rings found by each member */
     sdd_rich_index idx;
     sdd_rich_batch batch;
     uint8_t *nrings;
@@ -22,12 +35,13 @@ void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o)
     o->window = 1;
     o->max_bytes = 1u << 20;
     o->max_rings = 8;
+    o->split = 1;
 }
 
 sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
 {
     if (o == NULL || out == NULL || o->max_bytes == 0 || o->max_bytes > (1u << 30) ||
-        o->max_rings == 0 || o->max_rings > 64) {
+        o->max_rings == 0 || o->max_rings > 64 || o->split > SPLIT_MAX) {
         return SDD_EINVAL;
     }
     sdd_rich_proc *p = calloc(1, sizeof(*p));
@@ -35,9 +49,17 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
         return SDD_ENOMEM;
     }
     p->o = *o;
+    p->o.split = o->split > 0 ? o->split : 1;
     /* An event takes at least its 16-byte header. */
     uint32_t cap = (uint32_t)(o->max_bytes / SDD_RICH_EVT_HEADER + 1);
-    sdd_err err = sdd_rich_finder_create(&o->find, &p->finder);
+    sdd_err err = SDD_OK;
+    for (uint32_t i = 0; i < p->o.split && err == SDD_OK; i++) {
+        err = sdd_rich_finder_create(&o->find, &p->finders[i]);
+    }
+    p->finder = p->finders[0];
+    if (err == SDD_OK && p->o.split > 1) {
+        err = sdd_team_create(p->o.split, NULL, &p->team);
+    }
     if (err == SDD_OK) {
         err = sdd_rich_index_init(&p->idx, cap);
     }
@@ -62,7 +84,10 @@ void sdd_rich_proc_destroy(sdd_rich_proc *p)
     if (p == NULL) {
         return;
     }
-    sdd_rich_finder_destroy(p->finder);
+    sdd_team_destroy(p->team);
+    for (uint32_t i = 0; i < SPLIT_MAX; i++) {
+        sdd_rich_finder_destroy(p->finders[i]);
+    }
     sdd_rich_index_fini(&p->idx);
     sdd_rich_batch_fini(&p->batch);
     free(p->nrings);
@@ -75,20 +100,52 @@ const sdd_rich_finder *sdd_rich_proc_finder(const sdd_rich_proc *p)
     return p->finder;
 }
 
+/* The ring finder over merged events [first, end); the rings found. */
+static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first, uint32_t end)
+{
+    uint64_t total = 0;
+    for (uint32_t e = first; e < end; e++) {
+        sdd_rich_ring *r = p->rings + (size_t)e * p->o.max_rings;
+        int k = sdd_rich_find(f, p->batch.hits + p->batch.first[e], p->batch.nhits[e], r,
+                              p->o.max_rings);
+        p->nrings[e] = (uint8_t)(k > 0 ? k : 0);
+        total += p->nrings[e];
+    }
+    return total;
+}
+
+/* A team member's part: blocks of events until none is left. */
+static void find_share(void *arg, unsigned who)
+{
+    sdd_rich_proc *p = arg;
+    uint64_t total = 0;
+    for (;;) {
+        uint32_t first = atomic_fetch_add_explicit(&p->next, SPLIT_BLOCK, memory_order_relaxed);
+        if (first >= p->nev) {
+            break;
+        }
+        uint32_t end = first + SPLIT_BLOCK < p->nev ? first + SPLIT_BLOCK : p->nev;
+        total += find_range(p, p->finders[who], first, end);
+    }
+    p->part[who].rings = total;
+}
+
 sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
 {
     if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
         return SDD_ETOOBIG;
     }
     sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
-    uint32_t n = sdd_rich_merge(buf, &p->idx, p->o.window, &p->batch, &p->merge);
+    p->nev = sdd_rich_merge(buf, &p->idx, p->o.window, &p->batch, &p->merge);
     uint64_t total = 0;
-    for (uint32_t e = 0; e < n; e++) {
-        sdd_rich_ring *r = p->rings + (size_t)e * p->o.max_rings;
-        int k = sdd_rich_find(p->finder, p->batch.hits + p->batch.first[e], p->batch.nhits[e], r,
-                              p->o.max_rings);
-        p->nrings[e] = (uint8_t)(k > 0 ? k : 0);
-        total += p->nrings[e];
+    if (p->team == NULL) {
+        p->part[0].rings = find_range(p, p->finder, 0, p->nev);
+    } else {
+        atomic_store_explicit(&p->next, 0, memory_order_relaxed); /* published by team_run */
+        sdd_team_run(p->team, find_share, p);
+    }
+    for (uint32_t i = 0; i < p->o.split; i++) {
+        total += p->part[i].rings;
     }
     out->events = &p->batch;
     out->nrings = p->nrings;

@@ -593,6 +593,10 @@ static void test_stage_keys(void)
                  "2:51: stages[0].min_pt", "only the 'hough' algorithm has a min_pt");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: hough, min_pt: 1}\n",
                  "2:56: stages[0].min_pt", "out of range");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: hough, split: 2}\n",
+                 "2:48: stages[0].split", "only the 'rich' algorithm has a split");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, split: 65}\n",
+                 "2:54: stages[0].split", "out of range");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",
                  "2:59: stages[0].factor", "out of range");
     EXPECT_ERROR("stages:\n  - {name: w, type: writer, format: tiff}\n", "2:37: stages[0].format",

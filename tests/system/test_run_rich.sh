@@ -82,6 +82,12 @@ grep -q "^records  *$sampled$" <<<"$out" || fail "fixed: sample records: $out"
 json2=$("$sddaq" run fixed.yaml -q --no-http --json 2>err2) || fail "again: $(cat err2)"
 [ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
     fail "again: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+# 2b. Each buffer's rings shared out over 2 threads (split): the same events found and kept.
+sed 's/algorithm: rich, threads: 2}/algorithm: rich, threads: 2, split: 2}/' fixed.yaml >split.yaml
+grep -q "split: 2" split.yaml || fail "split: could not make the topology"
+json2=$("$sddaq" run split.yaml -q --no-http --json 2>err2b) || fail "split: $(cat err2b)"
+[ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
+    fail "split: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
 mkdir ex && cd ex || exit 1

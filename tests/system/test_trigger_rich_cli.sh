@@ -59,6 +59,11 @@ done
 json_ok "$dir/bench.json" || fail "bench --json is not JSON: $(cat "$dir/bench.json")"
 grep -q '"method":"hist"' "$dir/bench.json" && grep -q '"method":"ptolemy"' "$dir/bench.json" &&
     grep -q '"p99_us"' "$dir/bench.json" || fail "bench JSON incomplete: $(cat "$dir/bench.json")"
+# -t 2: the latency is also timed with each buffer split over 2 threads.
+"$sddaq" trigger rich bench --smoke --json -t 2 --method hist >"$dir/bench2.json" 2>"$dir/bench2.err" ||
+    fail "bench -t 2: $(cat "$dir/bench2.err")"
+grep -q '"latency_split":\[{"buffer_events":128,"threads":2' "$dir/bench2.json" ||
+    fail "bench -t 2: no split latency: $(cat "$dir/bench2.json")"
 
 # Bad options: exit 2 with a message.
 for bad in "--method circle" "--fit least" "--simd sse" "-n 0" "--buffer 0" "--window -1" \

@@ -1,7 +1,8 @@
 /* RICH buffer processing and its stage thread (src/trigger/rich_proc.c, rich_stage.c): a
  * packed receive buffer gives every event back with the rings the finder gives on the event
  * itself; a damaged buffer is processed without a crash and the damage is counted; an
- * oversized buffer is SDD_ETOOBIG; the stage thread gives the same rings for every buffer,
+ * oversized buffer is SDD_ETOOBIG; a buffer split over 2 or 3 threads gives exactly the rings
+ * of one thread (a split of 65 is refused); the stage thread gives the same rings for every buffer,
  * one result out at a time, and stops cleanly after its input is drained. */
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,33 @@ static int compare(int b, const sdd_rich_output *out)
     return (uint32_t)k == out->events->n ? mismatches : -1;
 }
 
+/* Every buffer through a proc of `split` threads: the same merged events, ring counts and ring
+ * bytes as one thread gives. */
+static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, uint8_t **bufs,
+                                  const size_t *lens)
+{
+    sdd_rich_proc_opts so = *po;
+    sdd_rich_proc *one = NULL, *many = NULL;
+    CHECK_OK(sdd_rich_proc_create(po, &one));
+    so.split = split;
+    CHECK_OK(sdd_rich_proc_create(&so, &many));
+    int differ = 0;
+    for (int round = 0; round < 3; round++) { /* the team's jobs back to back */
+        for (int b = 0; b < NBUF; b++) {
+            sdd_rich_output a, m;
+            CHECK_OK(sdd_rich_proc_run(one, bufs[b], lens[b], &a));
+            CHECK_OK(sdd_rich_proc_run(many, bufs[b], lens[b], &m));
+            uint32_t n = a.events->n;
+            differ += m.events->n != n || m.total_rings != a.total_rings ||
+                      memcmp(a.nrings, m.nrings, n) != 0 ||
+                      memcmp(a.rings, m.rings, (size_t)n * a.max_rings * sizeof(*a.rings)) != 0;
+        }
+    }
+    CHECK_EQ(differ, 0);
+    sdd_rich_proc_destroy(one);
+    sdd_rich_proc_destroy(many);
+}
+
 int main(void)
 {
     sdd_rich_proc_opts po;
@@ -95,6 +123,13 @@ int main(void)
     sdd_rich_proc_stats(p, &ef, &ms);
     CHECK_EQ(ef.bad_magic + ef.bad_signature + ef.truncated + ef.count_mismatch, 0);
     CHECK(ms.fused > 0);
+    check_split_identical(&po, 2, bufs, lens);
+    check_split_identical(&po, 3, bufs, lens);
+    sdd_rich_proc_opts bad = po;
+    bad.split = 65;
+    sdd_rich_proc *none = NULL;
+    CHECK_EQ(sdd_rich_proc_create(&bad, &none), SDD_EINVAL);
+    CHECK(none == NULL);
     /* Damage: a truncated and a scribbled buffer still process, and the damage is counted. */
     sdd_rich_output out;
     CHECK_OK(sdd_rich_proc_run(p, bufs[0], lens[0] - 37, &out));
