@@ -110,7 +110,9 @@ void ro_slot_free(sdd_ro_rx *rx, struct ro_slot *s)
 
 void ro_slot_deliver(sdd_ro_rx *rx, struct ro_slot *s)
 {
-    atomic_store_explicit(&s->state, SLOT_HELD, memory_order_relaxed);
+    /* Held only once the consumer takes it: a release of a slot still in the ring (a double
+     * release after the receiver refilled it) must be refused. */
+    atomic_store_explicit(&s->state, SLOT_READY, memory_order_relaxed);
     /* The ring's release store publishes the slot's data and fields to the consumer. */
     unsigned n = sdd_spsc_enqueue_burst(rx->ready, (void *const *)&s, 1);
     if (n != 1) {
@@ -120,6 +122,14 @@ void ro_slot_deliver(sdd_ro_rx *rx, struct ro_slot *s)
         return;
     }
     ro_notify_wake(&rx->ready_note);
+}
+
+/* The consumer took slot obj from the ready ring: it holds it now. */
+static struct sdd_ro_frame *take(void *obj)
+{
+    struct ro_slot *s = obj;
+    atomic_store_explicit(&s->state, SLOT_HELD, memory_order_relaxed);
+    return &s->f;
 }
 
 sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
@@ -134,14 +144,14 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
         void *obj;
         /* Pairs with the release in sdd_spsc_enqueue_burst (ro_slot_deliver). */
         if (sdd_spsc_dequeue(rx->ready, &obj) == SDD_OK) {
-            *out = obj;
+            *out = take(obj);
             return SDD_OK;
         }
         /* Acquire pairs with the thread's release of done after its last delivery, so one
          * more look at the ring after seeing done cannot miss a frame. */
         if (atomic_load_explicit(&rx->done, memory_order_acquire)) {
             if (sdd_spsc_dequeue(rx->ready, &obj) == SDD_OK) {
-                *out = obj;
+                *out = take(obj);
                 return SDD_OK;
             }
             return SDD_ECLOSED;
@@ -169,7 +179,7 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
         uint32_t seq = ro_notify_prepare(&rx->ready_note);
         if (sdd_spsc_dequeue(rx->ready, &obj) == SDD_OK) {
             ro_notify_cancel(&rx->ready_note);
-            *out = obj;
+            *out = take(obj);
             return SDD_OK;
         }
         if (atomic_load_explicit(&rx->done, memory_order_acquire)) {

@@ -16,8 +16,8 @@
 #define RO_GRO_BUF        65536u /* most bytes one coalesced receive can hold */
 #define RO_COUNTER_FIELDS (sizeof(struct sdd_ro_counters) / sizeof(uint64_t))
 
-/* Who owns a slot: the receiver (free or filling) or the consumer (held). */
-enum ro_slot_state { SLOT_FREE, SLOT_FILLING, SLOT_HELD };
+/* Who owns a slot: the receiver (free or filling), the ready ring, or the consumer (held). */
+enum ro_slot_state { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
 
 struct ro_slot {
     struct sdd_ro_frame f; /* the consumer's view; first, so &slot->f == slot */

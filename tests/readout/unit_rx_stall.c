@@ -3,7 +3,9 @@
  * Block: the receiver stops reading, the kernel drops, and SO_RXQ_OVFL plus the frame gaps
  * account for every packet (received + lost = sent). Drop-newest: the receiver keeps reading
  * and discards frames it has no slot for (received + overrun = sent, nothing lost). After the
- * consumer releases, a second burst of frames flows normally. */
+ * consumer releases, a second burst of frames flows normally. A stale release of a slot the
+ * receiver has refilled and put in the ready ring (not yet taken) is refused, and the frame in
+ * it arrives intact. */
 #include "rotest.h"
 
 #define PPF     8
@@ -161,8 +163,51 @@ static void run(sdd_ro_full policy)
     sdd_ro_rx_destroy(rx);
 }
 
+/* Two slots, block policy: frame 1 is taken, frame 2 waits in the ready ring, frame 3 in the
+ * socket. Frame 1 is released, the receiver refills its slot with frame 3 and hands it over;
+ * releasing frame 1 again must not free the slot now in the ring. */
+static void stale_release(void)
+{
+    struct sdd_ro_rx_opts ro;
+    sdd_ro_rx_opts_default(&ro, SDD_RO_FMT_STREAM);
+    ro.geom =
+        (struct sdd_ro_geometry){.stream_id = 1, .packets_per_frame = PPF, .payload_size = PAYLOAD};
+    ro.slots = 2;
+    ro.window = 1;
+    ro.full = SDD_RO_FULL_BLOCK;
+    ro.verify = true;
+    ro.rcvbuf = 8 << 20; /* frame 3 waits in the socket while both slots are taken */
+    sdd_ro_rx *rx = NULL;
+    CHECK_OK(sdd_ro_rx_create(&ro, &rx));
+    CHECK_REQUIRE(rx != NULL);
+    CHECK_OK(sdd_ro_rx_start(rx));
+    struct sdd_ro_emu_stats st;
+    CHECK_OK(send_frames(sdd_ro_rx_port(rx), 1, 3, 1000, &st));
+    struct sdd_ro_frame *f1 = NULL, *f = NULL;
+    CHECK_OK(sdd_ro_rx_next(rx, &f1, 5000));
+    CHECK_REQUIRE(f1 != NULL);
+    CHECK_EQ(f1->frame_id, 1);
+    CHECK_OK(sdd_ro_rx_release(rx, f1));
+    CHECK(wait_datagrams(rx, 3 * PPF)); /* frame 3 read into frame 1's slot */
+    sdd_sleep_ns(20 * SDD_NS_PER_MS);   /* and handed over to the ready ring */
+    CHECK_EQ(sdd_ro_rx_release(rx, f1), SDD_EINVAL);
+    struct seen seen = {0};
+    for (uint64_t id = 2; id <= 3; id++) {
+        CHECK_OK(sdd_ro_rx_next(rx, &f, 5000));
+        CHECK_REQUIRE(f != NULL);
+        CHECK_EQ(f->frame_id, id);
+        check_frame(f, PAYLOAD, &seen);
+        CHECK_OK(sdd_ro_rx_release(rx, f));
+    }
+    CHECK_EQ(seen.complete, 2);
+    CHECK_EQ(seen.bad_payload, 0);
+    CHECK_OK(sdd_ro_rx_stop(rx));
+    sdd_ro_rx_destroy(rx);
+}
+
 int main(void)
 {
+    stale_release();
     run(SDD_RO_FULL_BLOCK);
     run(SDD_RO_FULL_DROP_NEWEST);
     return check_finish();
