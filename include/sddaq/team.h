@@ -3,8 +3,10 @@
  * matters (a trigger's receive buffer) over several cores, not for running independent jobs.
  *
  * Helpers spin for a short while after each job (the next one usually follows within
- * microseconds while data flows), then sleep on a condition variable; a job wakes them. One
- * thread at a time may call sdd_team_run() on a team. */
+ * microseconds while data flows), then sleep on a condition variable; a job wakes them, and so
+ * does sdd_team_alert(), which a caller with serial work to do first uses to hide the wake-up
+ * (tens of microseconds on a virtual machine) behind it. One thread at a time may call
+ * sdd_team_run() and sdd_team_alert() on a team. */
 #ifndef SDDAQ_TEAM_H
 #define SDDAQ_TEAM_H
 
@@ -28,6 +30,10 @@ SDD_API void sdd_team_destroy(sdd_team *t);
 
 /* Members in the team (the n given to create). */
 SDD_API unsigned sdd_team_size(const sdd_team *t);
+
+/* A job follows soon: sleeping helpers wake and spin (at most 1 ms) until it comes. Cheap
+ * when they are awake already; never blocks on them. */
+SDD_API void sdd_team_alert(sdd_team *t);
 
 /* Run fn(arg, who) on every member at once, the caller as member 0; return when every member
  * has returned. Memory written by any member before it returned is visible to the caller

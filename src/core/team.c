@@ -14,7 +14,8 @@
 #include "sddaq/team.h"
 
 #define TEAM_MAX     64
-#define TEAM_SPIN_NS (50 * SDD_NS_PER_US) /* a helper's wait before it sleeps */
+#define TEAM_SPIN_NS  (50 * SDD_NS_PER_US) /* a helper's wait before it sleeps */
+#define TEAM_ALERT_NS SDD_NS_PER_MS        /* and after an alert: the serial part before a job */
 
 struct member {
     sdd_team *t;
@@ -28,7 +29,8 @@ struct sdd_team {
     unsigned started; /* helpers running */
     sdd_team_fn fn;
     void *arg;
-    _Atomic uint64_t gen;  /* jobs published; pairs with the acquire loads in helper() */
+    _Atomic uint64_t gen;   /* jobs published; pairs with the acquire loads in next_job() */
+    _Atomic uint64_t alert; /* alerts given (sdd_team_alert) */
     _Atomic unsigned left; /* helpers still at the current job */
     _Atomic bool quit;
     pthread_mutex_t mu; /* with wake: sleeping helpers, so a job is never missed */
@@ -44,32 +46,48 @@ static inline void relax(void)
 #endif
 }
 
-/* The next job after seen: spin, then sleep. Returns its generation (seen when quitting). */
-static uint64_t next_job(sdd_team *t, uint64_t seen)
+/* Spin up to ns for a job after seen; its generation, or seen when none came (or quitting). */
+static uint64_t spin_for_job(sdd_team *t, uint64_t seen, uint64_t ns)
 {
     uint64_t t0 = sdd_now_ns();
-    unsigned k = 0;
-    for (;;) {
-        /* acquire: pairs with the release in sdd_team_run(), so fn and arg are visible */
+    for (unsigned k = 1;; k++) {
+        /* acquire: pairs with the release in publish(), so fn and arg are visible */
         uint64_t g = atomic_load_explicit(&t->gen, memory_order_acquire);
         if (g != seen || atomic_load_explicit(&t->quit, memory_order_relaxed)) {
             return g;
         }
         relax();
-        if ((++k & 63) == 0 && sdd_now_ns() - t0 > TEAM_SPIN_NS) {
-            break;
+        if ((k & 63) == 0 && sdd_now_ns() - t0 > ns) {
+            return seen;
         }
     }
-    pthread_mutex_lock(&t->mu);
-    uint64_t g;
-    while ((g = atomic_load_explicit(&t->gen, memory_order_acquire)) == seen &&
-           !atomic_load_explicit(&t->quit, memory_order_relaxed)) {
-        t->sleepers++;
-        pthread_cond_wait(&t->wake, &t->mu);
-        t->sleepers--;
+}
+
+/* The next job after seen: spin, then sleep until a job or an alert (then spin longer).
+ * Returns its generation (seen when quitting). */
+static uint64_t next_job(sdd_team *t, uint64_t seen, uint64_t *alerts)
+{
+    uint64_t ns = TEAM_SPIN_NS;
+    for (;;) {
+        uint64_t g = spin_for_job(t, seen, ns);
+        if (g != seen || atomic_load_explicit(&t->quit, memory_order_relaxed)) {
+            return g;
+        }
+        pthread_mutex_lock(&t->mu);
+        while ((g = atomic_load_explicit(&t->gen, memory_order_acquire)) == seen &&
+               atomic_load_explicit(&t->alert, memory_order_relaxed) == *alerts &&
+               !atomic_load_explicit(&t->quit, memory_order_relaxed)) {
+            t->sleepers++;
+            pthread_cond_wait(&t->wake, &t->mu);
+            t->sleepers--;
+        }
+        *alerts = atomic_load_explicit(&t->alert, memory_order_relaxed);
+        pthread_mutex_unlock(&t->mu);
+        if (g != seen || atomic_load_explicit(&t->quit, memory_order_relaxed)) {
+            return g;
+        }
+        ns = TEAM_ALERT_NS; /* woken by an alert: the job is on its way */
     }
-    pthread_mutex_unlock(&t->mu);
-    return g;
 }
 
 static void *helper(void *p)
@@ -79,9 +97,9 @@ static void *helper(void *p)
     if (m->cpu >= 0 && sdd_cpu_pin_self(m->cpu) != SDD_OK) {
         SDD_WARN("team", "helper %u: cannot pin to CPU %d; runs unpinned", m->who, m->cpu);
     }
-    uint64_t seen = 0;
+    uint64_t seen = 0, alerts = 0;
     for (;;) {
-        seen = next_job(t, seen);
+        seen = next_job(t, seen, &alerts);
         if (atomic_load_explicit(&t->quit, memory_order_relaxed)) {
             break;
         }
@@ -92,10 +110,11 @@ static void *helper(void *p)
     return NULL;
 }
 
-static void publish(sdd_team *t)
+/* Bump a counter under the lock, so a helper about to sleep sees it, and wake the sleepers. */
+static void publish(sdd_team *t, _Atomic uint64_t *counter)
 {
     pthread_mutex_lock(&t->mu);
-    atomic_fetch_add_explicit(&t->gen, 1, memory_order_release);
+    atomic_fetch_add_explicit(counter, 1, memory_order_release);
     if (t->sleepers > 0) {
         pthread_cond_broadcast(&t->wake);
     }
@@ -140,7 +159,7 @@ void sdd_team_destroy(sdd_team *t)
         return;
     }
     atomic_store_explicit(&t->quit, true, memory_order_relaxed);
-    publish(t);
+    publish(t, &t->gen);
     for (unsigned i = 1; i <= t->started; i++) {
         pthread_join(t->m[i].th, NULL);
     }
@@ -154,13 +173,20 @@ unsigned sdd_team_size(const sdd_team *t)
     return t->n;
 }
 
+void sdd_team_alert(sdd_team *t)
+{
+    if (t->n > 1) {
+        publish(t, &t->alert);
+    }
+}
+
 void sdd_team_run(sdd_team *t, sdd_team_fn fn, void *arg)
 {
     if (t->n > 1) {
         t->fn = fn;
         t->arg = arg;
         atomic_store_explicit(&t->left, t->n - 1, memory_order_relaxed);
-        publish(t);
+        publish(t, &t->gen);
     }
     fn(arg, 0);
     unsigned k = 0;

@@ -135,6 +135,9 @@ sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_ric
     if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
         return SDD_ETOOBIG;
     }
+    if (p->team != NULL) {
+        sdd_team_alert(p->team); /* the helpers wake while the events are found and merged */
+    }
     sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
     p->nev = sdd_rich_merge(buf, &p->idx, p->o.window, &p->batch, &p->merge);
     uint64_t total = 0;

@@ -1,6 +1,6 @@
 /* Fork-join team: every member runs each job exactly once with its own index, the caller sees
  * every member's writes when run returns, jobs that follow each other back to back and jobs
- * after the helpers went to sleep are both picked up, a team of one runs on the caller alone,
+ * after the helpers went to sleep (alerted before or not) are all picked up, a team of one runs on the caller alone,
  * and bad arguments are refused. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -56,12 +56,18 @@ static void test_members_and_visibility(unsigned n)
         sdd_team_run(t, work, j);
         check_round(j);
     }
-    for (int r = 0; r < 5; r++) { /* after the helpers went to sleep */
+    for (int r = 0; r < 10; r++) { /* after the helpers went to sleep; half of them alerted */
         sdd_sleep_ns(2 * SDD_NS_PER_MS);
+        if (r % 2 == 1) {
+            sdd_team_alert(t);
+            sdd_sleep_ns(100 * SDD_NS_PER_US); /* serial work before the job */
+        }
         j->round++;
         sdd_team_run(t, work, j);
         check_round(j);
     }
+    sdd_team_alert(t); /* an alert with no job after it: the helpers go back to sleep */
+    sdd_sleep_ns(3 * SDD_NS_PER_MS);
     sdd_team_destroy(t);
     free(j);
 }
