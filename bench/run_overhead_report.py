@@ -21,8 +21,8 @@ NOTES = [
     "(2 processes, each RU+BU) with the same provider, N, fragment size, bulk 64, credits 4, "
     "verify header.",
     "events/s = each tool's own figure: built / seconds from the start of the run to its end "
-    "(the runtime's end is seen by a monitor that polls every 2 ms; setup and teardown are "
-    "outside both).",
+    "(the runtime's end is seen by its monitor thread, which the last stage to finish wakes; "
+    "setup and teardown are outside both).",
     "ratio = runtime median / bare median (target >= 0.90); pairs = the ratios of the A/B runs "
     "done back to back; CPU s/Mev = process user+sys seconds (/usr/bin/time, setup included) "
     "per million events.",
