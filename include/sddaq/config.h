@@ -139,12 +139,24 @@ struct sdd_cfg_evb {
     uint32_t timeout_ms;   /* event completion / peer timeout; default 1000 */
 };
 
+/* The RICH ring finder of a `rich` process stage (sdd_rich_find_opts; docs/trigger.md). */
+struct sdd_cfg_rich_finder {
+    int method;         /* sdd_rich_method: 0 hist (default), 1 ptolemy */
+    int fit;            /* sdd_rich_fit: 0 taubin (default), 1 crawford */
+    int multi_ring;     /* histogram multi-ring steps: 1 on (default), 0 off */
+    float window;       /* a hit belongs to a ring when |d - R| < window, mm; 12 */
+    uint32_t threshold; /* histogram peak needed for a candidate; 5 */
+    uint32_t min_hits;  /* hits a ring needs; 6 */
+    float max_rms;      /* rings scattering more (mm RMS) are dropped; 7 */
+};
+
 struct sdd_cfg_process {
     sdd_algo algorithm; /* default none */
     uint32_t factor;    /* prescale: keep 1 of factor; default 1 */
     uint32_t threads;   /* default 1 */
     uint32_t split;     /* rich: threads sharing each buffer's ring finding, the worker
                            included (lower latency per buffer, not more throughput); default 1 */
+    struct sdd_cfg_rich_finder finder; /* rich only */
     float min_pt;       /* hough: keep events with a track candidate of pT >= min_pt GeV/c;
                            default 10 */
 };

@@ -19,6 +19,9 @@ const char *const cfg_writer_names[] = {"hdf5", "raw", "null", NULL};
 const char *const cfg_transport_names[] = {"auto", "ring", "fabric", NULL};
 const char *const cfg_frame_format_names[] = {"stream", "jungfrau", "na62", NULL};
 const char *const cfg_frame_missing_names[] = {"drop", "pad", "partial", NULL};
+const char *const cfg_rich_method_names[] = {"hist", "ptolemy", NULL};
+const char *const cfg_rich_fit_names[] = {"taubin", "crawford", NULL};
+const char *const cfg_off_on_names[] = {"off", "on", NULL};
 
 static const char *name_of(const char *const *names, size_t count, unsigned v)
 {
@@ -242,6 +245,8 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->process.min_pt = 10.0f;
         s->process.threads = 1;
         s->process.split = 1;
+        s->process.finder = (struct sdd_cfg_rich_finder){
+            .multi_ring = 1, .window = 12.0f, .threshold = 5, .min_hits = 6, .max_rms = 7.0f};
         break;
     case SDD_STAGE_WRITER:
         s->writer.format = SDD_WRITER_HDF5;

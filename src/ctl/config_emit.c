@@ -176,7 +176,16 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
         }
         sbuf_put(b, "    threads: %u\n", s->process.threads);
         if (s->process.algorithm == SDD_ALGO_RICH) {
-            sbuf_put(b, "    split: %u\n", s->process.split);
+            const struct sdd_cfg_rich_finder *f = &s->process.finder;
+            sbuf_put(b, "    split: %u\n    finder:\n      method: %s\n      fit: %s\n",
+                     s->process.split, cfg_rich_method_names[f->method != 0],
+                     cfg_rich_fit_names[f->fit != 0]);
+            sbuf_put(b, "      multi_ring: %s\n      window: ", cfg_off_on_names[f->multi_ring != 0]);
+            put_float(b, f->window);
+            sbuf_put(b, "\n      threshold: %u\n      min_hits: %u\n      max_rms: ", f->threshold,
+                     f->min_hits);
+            put_float(b, f->max_rms);
+            sbuf_put(b, "\n");
         }
         break;
     case SDD_STAGE_WRITER:

@@ -17,6 +17,9 @@ extern const char *const cfg_writer_names[];
 extern const char *const cfg_transport_names[];
 extern const char *const cfg_frame_format_names[];
 extern const char *const cfg_frame_missing_names[];
+extern const char *const cfg_rich_method_names[];
+extern const char *const cfg_rich_fit_names[];
+extern const char *const cfg_off_on_names[];
 
 /* Defaults that fill and emit share. */
 #define CFG_DEFAULT_CONTROL_PORT 7020u

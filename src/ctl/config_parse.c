@@ -532,6 +532,15 @@ static const struct field stage_process[] = {
     FLD(stg, split, F_U32, process.split, 1, 64),
     {"min_pt", F_FLOAT, offsetof(stg, process.min_pt), 0, 2, 10000, NULL, NO_POS},
 };
+static const struct field rich_finder_fields[] = {
+    FENUM(struct sdd_cfg_rich_finder, method, method, cfg_rich_method_names),
+    FENUM(struct sdd_cfg_rich_finder, fit, fit, cfg_rich_fit_names),
+    FENUM(struct sdd_cfg_rich_finder, multi_ring, multi_ring, cfg_off_on_names),
+    FLD(struct sdd_cfg_rich_finder, window, F_FLOAT, window, 1, 99),
+    FLD(struct sdd_cfg_rich_finder, threshold, F_U32, threshold, 3, 255),
+    FLD(struct sdd_cfg_rich_finder, min_hits, F_U32, min_hits, 3, 64),
+    FLD(struct sdd_cfg_rich_finder, max_rms, F_FLOAT, max_rms, 0.1, 100),
+};
 static const struct field stage_writer[] = {
     FENUM(stg, format, writer.format, cfg_writer_names),
     FLD(stg, path, F_STR, writer.path, 0, 0),
@@ -611,7 +620,7 @@ struct stage_arg {
     struct sdd_cfg_stage *s;
     bool type_known;
     yaml_node_t *fragment_key, *listen_key, *factor_key, *pileup_key, *min_pt_key, *frame_key;
-    yaml_node_t *split_key;
+    yaml_node_t *split_key, *finder_key;
     yaml_node_t *frame_format, *frame_geometry, *frame_loss; /* keys given inside frame */
 };
 
@@ -642,6 +651,12 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
         parse_table(c, vn, path, frame_fields, NTAB(frame_fields), &a->s->source.frame, "frame");
         return;
     }
+    if (a->s->type == SDD_STAGE_PROCESS && strcmp(key, "finder") == 0) {
+        a->finder_key = kn;
+        parse_table(c, vn, path, rich_finder_fields, NTAB(rich_finder_fields),
+                    &a->s->process.finder, "finder");
+        return;
+    }
     if (a->s->type == SDD_STAGE_SOURCE && strcmp(key, "fragment") == 0) {
         a->fragment_key = kn;
         parse_table(c, vn, path, fragment_fields, NTAB(fragment_fields), &a->s->source.fragment,
@@ -668,7 +683,8 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
     for (int t = 0; t < SDD_STAGE_TYPE_COUNT; t++) {
         if (find_field(type_tables[t].tab, type_tables[t].n, key) != NULL ||
             (t == SDD_STAGE_SOURCE &&
-             (strcmp(key, "fragment") == 0 || strcmp(key, "frame") == 0))) {
+             (strcmp(key, "fragment") == 0 || strcmp(key, "frame") == 0)) ||
+            (t == SDD_STAGE_PROCESS && strcmp(key, "finder") == 0)) {
             perr(c, kn, path, "key is not valid for a '%s' stage (it belongs to '%s' stages)",
                  sdd_stage_type_name(a->s->type), sdd_stage_type_name((sdd_stage_type)t));
             return;
@@ -685,6 +701,8 @@ static void stage_pair(struct pctx *c, const char *key, yaml_node_t *kn, yaml_no
     }
     if (a->s->type == SDD_STAGE_SOURCE && used < sizeof(list)) {
         snprintf(list + used, sizeof(list) - used, ", fragment, frame");
+    } else if (a->s->type == SDD_STAGE_PROCESS && used < sizeof(list)) {
+        snprintf(list + used, sizeof(list) - used, ", finder");
     }
     perr(c, kn, path, "unknown key for a '%s' stage (expected one of: %s)",
          sdd_stage_type_name(a->s->type), list);
@@ -807,6 +825,12 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
     if (type == SDD_STAGE_PROCESS && a.split_key != NULL && s->process.algorithm != SDD_ALGO_RICH) {
         mkpath(sub, sizeof(sub), "%s.split", path);
         perr(c, a.split_key, sub, "only the 'rich' algorithm has a split (this is '%s')",
+             sdd_algo_name(s->process.algorithm));
+    }
+    if (type == SDD_STAGE_PROCESS && a.finder_key != NULL &&
+        s->process.algorithm != SDD_ALGO_RICH) {
+        mkpath(sub, sizeof(sub), "%s.finder", path);
+        perr(c, a.finder_key, sub, "only the 'rich' algorithm has a ring finder (this is '%s')",
              sdd_algo_name(s->process.algorithm));
     }
 }

@@ -108,6 +108,14 @@ void *run_rich_thread(void *arg)
     sdd_rich_proc_opts_default(&po);
     po.max_bytes = run_direct_buffer_bytes();
     po.split = s->cfg->process.split;
+    const struct sdd_cfg_rich_finder *fc = &s->cfg->process.finder;
+    po.find.method = fc->method != 0 ? SDD_RICH_PTOLEMY : SDD_RICH_HIST;
+    po.find.fit = fc->fit != 0 ? SDD_RICH_FIT_CRAWFORD : SDD_RICH_FIT_TAUBIN;
+    po.find.multi_ring = fc->multi_ring != 0;
+    po.find.window = fc->window;
+    po.find.threshold = (uint8_t)fc->threshold;
+    po.find.min_hits = (uint8_t)fc->min_hits;
+    po.find.max_rms = fc->max_rms;
     sdd_rich_proc *p = NULL;
     sdd_err err =
         r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &p);

@@ -264,6 +264,32 @@ static void test_minimal(void)
     sdd_config_destroy(c);
 }
 
+/* A rich stage's ring finder: defaults, every key set, and the show -> parse round trip. */
+static void test_rich_finder(void)
+{
+    sdd_config *cfg = parse_ok("stages:\n"
+                               "  - {name: s, type: source, kind: emu-na62}\n"
+                               "  - {name: r, type: process, algorithm: rich}\n"
+                               "  - {name: t, type: process, algorithm: rich, split: 2, finder: "
+                               "{method: ptolemy, fit: crawford, multi_ring: off, window: 10.5, "
+                               "threshold: 6, min_hits: 7, max_rms: 6}}\n"
+                               "  - {name: w, type: writer, format: \"null\"}\n"
+                               "links:\n  - {from: s, to: r}\n  - {from: s, to: t}\n"
+                               "  - {from: r, to: w}\n  - {from: t, to: w}\n",
+                               "t.yaml");
+    CHECK_REQUIRE(cfg != NULL);
+    const struct sdd_cfg_rich_finder *d = &cfg->stages[1].process.finder;
+    CHECK(d->method == 0 && d->fit == 0 && d->multi_ring == 1 && d->window == 12.0f &&
+          d->threshold == 5 && d->min_hits == 6 && d->max_rms == 7.0f);
+    CHECK_EQ(cfg->stages[1].process.split, 1);
+    const struct sdd_cfg_rich_finder *f = &cfg->stages[2].process.finder;
+    CHECK(f->method == 1 && f->fit == 1 && f->multi_ring == 0 && f->window == 10.5f &&
+          f->threshold == 6 && f->min_hits == 7 && f->max_rms == 6.0f);
+    CHECK_EQ(cfg->stages[2].process.split, 2);
+    check_round_trip(cfg);
+    sdd_config_destroy(cfg);
+}
+
 /* Text that YAML would misread unquoted survives show -> parse: spaces, colons, '#', quotes,
  * backslashes, control characters, UTF-8, and names that look like booleans or numbers. */
 static void test_quoting(void)
@@ -597,6 +623,14 @@ static void test_stage_keys(void)
                  "2:48: stages[0].split", "only the 'rich' algorithm has a split");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, split: 65}\n",
                  "2:54: stages[0].split", "out of range");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: hough, finder: {}}\n",
+                 "2:48: stages[0].finder", "only the 'rich' algorithm has a ring finder");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {fit: circle}}\n",
+                 "2:61: stages[0].finder.fit", "unknown value 'circle'");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {window: 0}}\n",
+                 "2:64: stages[0].finder.window", "out of range");
+    EXPECT_ERROR("stages:\n  - {name: s, type: source, finder: {}}\n", "2:29: stages[0].finder",
+                 "not valid for a 'source' stage (it belongs to 'process' stages)");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",
                  "2:59: stages[0].factor", "out of range");
     EXPECT_ERROR("stages:\n  - {name: w, type: writer, format: tiff}\n", "2:37: stages[0].format",
@@ -796,6 +830,7 @@ int main(void)
     test_default();
     test_examples();
     test_minimal();
+    test_rich_finder();
     test_quoting();
     test_hough_emu();
     test_frames();

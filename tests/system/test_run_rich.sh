@@ -88,6 +88,14 @@ grep -q "split: 2" split.yaml || fail "split: could not make the topology"
 json2=$("$sddaq" run split.yaml -q --no-http --json 2>err2b) || fail "split: $(cat err2b)"
 [ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
     fail "split: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+# 2c. The ring finder set in the topology (Ptolemy, single pass): the same events found, every
+#     one decided; a different finder keeps a different number.
+sed 's/algorithm: rich, threads: 2}/algorithm: rich, threads: 2, finder: {method: ptolemy, multi_ring: off}}/' \
+    fixed.yaml >finder.yaml
+json2=$("$sddaq" run finder.yaml -q --no-http --json 2>err2c) || fail "finder: $(cat err2c)"
+[ "$(field "$json2" accounted)" = True ] && [ "$(field "$json2" built)" = "$found" ] ||
+    fail "finder: $json2"
+[ "$(field "$json2" kept)" != "$kept" ] || fail "finder: ptolemy kept exactly as many: $json2"
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
 mkdir ex && cd ex || exit 1
