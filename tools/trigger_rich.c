@@ -31,10 +31,13 @@ static void usage(FILE *out)
             "      --fit F        taubin (default) or crawford\n"
             "      --simd V       histogram vectors: auto (default), portable or avx512\n"
             "      --noise X      noise hits per event, Poisson mean (default 2)\n"
-            "      --window W     a hit belongs to a ring when |d - R| < W mm (default 12)\n"
+            "      --window W     a hit belongs to a ring when |d - R| < W mm (default 13)\n"
             "      --threshold T  histogram peak needed for a ring candidate (default 5)\n"
             "      --max-rms X    drop rings whose hits scatter more than X mm RMS about the\n"
-            "                     circle (default 7)\n"
+            "                     circle (default 8)\n"
+            "      --claim C      histogram: a found ring takes its hits within C mm out of\n"
+            "                     the search, leaving the rest of its window to crossing\n"
+            "                     rings (default 7; 0: the whole window)\n"
             "      --min-hits N   hits a ring needs (default 6)\n"
             "      --eps E        Ptolemy tolerance |2 max - sum| / max (default 0.008)\n"
             "      --multi-ring on|off  histogram: resolve spots with several rings (competing\n"
@@ -140,6 +143,9 @@ void rich_cli_proc_opts(const struct rich_cli *o, const sdd_rich_geom *g, sdd_ri
     }
     if (o->eps > 0) {
         out->find.ptolemy_eps = o->eps;
+    }
+    if (o->claim >= 0) {
+        out->find.claim = o->claim;
     }
     if (o->max_rms > 0) {
         out->find.max_rms = o->max_rms;
@@ -490,6 +496,7 @@ enum {
     OPT_WINDOW,
     OPT_THRESHOLD,
     OPT_MAX_RMS,
+    OPT_CLAIM,
     OPT_EPS,
     OPT_MIN_HITS,
     OPT_MULTI_RING,
@@ -512,6 +519,7 @@ int cmd_trigger_rich(int argc, char **argv)
         {"window", required_argument, NULL, OPT_WINDOW},
         {"threshold", required_argument, NULL, OPT_THRESHOLD},
         {"max-rms", required_argument, NULL, OPT_MAX_RMS},
+        {"claim", required_argument, NULL, OPT_CLAIM},
         {"eps", required_argument, NULL, OPT_EPS},
         {"min-hits", required_argument, NULL, OPT_MIN_HITS},
         {"multi-ring", required_argument, NULL, OPT_MULTI_RING},
@@ -534,6 +542,7 @@ int cmd_trigger_rich(int argc, char **argv)
                          .fit = SDD_RICH_FIT_TAUBIN,
                          .simd = SDD_RICH_SIMD_AUTO,
                          .noise = -1,
+                         .claim = -1,
                          .match = 9.0f,
                          .buffer = 1024,
                          .merge_window = 1};
@@ -584,6 +593,9 @@ int cmd_trigger_rich(int argc, char **argv)
             break;
         case OPT_WINDOW:
             bad = parse_float(optarg, &o.window, 0.1f, 99) != 0;
+            break;
+        case OPT_CLAIM:
+            bad = parse_float(optarg, &o.claim, 0, 99) != 0;
             break;
         case OPT_MAX_RMS:
             bad = parse_float(optarg, &o.max_rms, 0.1f, 100) != 0;

@@ -22,6 +22,7 @@ struct rich_cli {
     float noise;     /* noise hits per event (Poisson mean); < 0 = generator default */
     float match;     /* scoring window, mm */
     float window;    /* ring-hit window of the finder, mm */
+    float claim;     /* hits a found ring takes out of the search, mm; < 0 = default */
     float max_rms;   /* ring quality cut, mm; 0 = default */
     float eps;       /* Ptolemy tolerance; 0 = default */
     int threshold;   /* histogram threshold; 0 = default */

@@ -144,10 +144,11 @@ struct sdd_cfg_rich_finder {
     int method;         /* sdd_rich_method: 0 hist (default), 1 ptolemy */
     int fit;            /* sdd_rich_fit: 0 taubin (default), 1 crawford */
     int multi_ring;     /* histogram multi-ring steps: 1 on (default), 0 off */
-    float window;       /* a hit belongs to a ring when |d - R| < window, mm; 12 */
+    float window;       /* a hit belongs to a ring when |d - R| < window, mm; 13 */
     uint32_t threshold; /* histogram peak needed for a candidate; 5 */
     uint32_t min_hits;  /* hits a ring needs; 6 */
-    float max_rms;      /* rings scattering more (mm RMS) are dropped; 7 */
+    float claim;        /* a found ring takes its hits within claim out of the search, mm; 7 */
+    float max_rms;      /* rings scattering more (mm RMS) are dropped; 8 */
 };
 
 struct sdd_cfg_process {

@@ -231,9 +231,12 @@ typedef struct sdd_rich_find_opts {
     uint8_t min_hits;   /* a ring needs this many hits; spots with fewer are skipped as noise; 6 */
     uint8_t threshold;  /* histogram peak (two adjacent bins) needed for a candidate; 5 */
     uint8_t max_rings;  /* per spot; 3 */
-    float window;       /* a hit belongs to a ring when |d - R| < window, mm; 12 (a PM's
+    float window;       /* a hit belongs to a ring when |d - R| < window, mm; 13 (a PM's
                          * corner lies 10.4 mm from its centre, plus jitter) */
-    float max_rms;      /* rings with a larger RMS radial residual are dropped, mm; 7 */
+    float claim;        /* histogram: a found ring takes out of the search only its hits with
+                         * |d - R| < claim, mm; the rest of its window stays for the next
+                         * ring (crossing rings share that band); 7. 0 takes the whole window */
+    float max_rms;      /* rings with a larger RMS radial residual are dropped, mm; 8 */
     float ptolemy_eps;  /* Ptolemy tolerance |2 max - sum| / max; 0.008 */
     bool multi_ring;    /* histogram: resolve spots with several rings (competing peaks, hit
                          * re-assignment, a second search; docs/trigger.md); true. False gives

@@ -246,7 +246,8 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->process.threads = 1;
         s->process.split = 1;
         s->process.finder = (struct sdd_cfg_rich_finder){
-            .multi_ring = 1, .window = 12.0f, .threshold = 5, .min_hits = 6, .max_rms = 7.0f};
+            .multi_ring = 1, .window = 13.0f, .threshold = 5, .min_hits = 6, .claim = 7.0f,
+            .max_rms = 8.0f};
         break;
     case SDD_STAGE_WRITER:
         s->writer.format = SDD_WRITER_HDF5;

@@ -182,8 +182,10 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
                      cfg_rich_fit_names[f->fit != 0]);
             sbuf_put(b, "      multi_ring: %s\n      window: ", cfg_off_on_names[f->multi_ring != 0]);
             put_float(b, f->window);
-            sbuf_put(b, "\n      threshold: %u\n      min_hits: %u\n      max_rms: ", f->threshold,
+            sbuf_put(b, "\n      threshold: %u\n      min_hits: %u\n      claim: ", f->threshold,
                      f->min_hits);
+            put_float(b, f->claim);
+            sbuf_put(b, "\n      max_rms: ");
             put_float(b, f->max_rms);
             sbuf_put(b, "\n");
         }

@@ -539,6 +539,7 @@ static const struct field rich_finder_fields[] = {
     FLD(struct sdd_cfg_rich_finder, window, F_FLOAT, window, 1, 99),
     FLD(struct sdd_cfg_rich_finder, threshold, F_U32, threshold, 3, 255),
     FLD(struct sdd_cfg_rich_finder, min_hits, F_U32, min_hits, 3, 64),
+    FLD(struct sdd_cfg_rich_finder, claim, F_FLOAT, claim, 0, 99),
     FLD(struct sdd_cfg_rich_finder, max_rms, F_FLOAT, max_rms, 0.1, 100),
 };
 static const struct field stage_writer[] = {
@@ -832,6 +833,11 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
         mkpath(sub, sizeof(sub), "%s.finder", path);
         perr(c, a.finder_key, sub, "only the 'rich' algorithm has a ring finder (this is '%s')",
              sdd_algo_name(s->process.algorithm));
+    } else if (type == SDD_STAGE_PROCESS && a.finder_key != NULL &&
+               s->process.finder.claim > s->process.finder.window) {
+        mkpath(sub, sizeof(sub), "%s.finder.claim", path);
+        perr(c, a.finder_key, sub, "claim (%g mm) must not exceed window (%g mm)",
+             (double)s->process.finder.claim, (double)s->process.finder.window);
     }
 }
 

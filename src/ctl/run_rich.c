@@ -115,6 +115,7 @@ void *run_rich_thread(void *arg)
     po.find.window = fc->window;
     po.find.threshold = (uint8_t)fc->threshold;
     po.find.min_hits = (uint8_t)fc->min_hits;
+    po.find.claim = fc->claim;
     po.find.max_rms = fc->max_rms;
     sdd_rich_proc *p = NULL;
     sdd_err err =

@@ -17,8 +17,9 @@ void sdd_rich_find_opts_default(sdd_rich_find_opts *o)
     o->min_hits = 6;
     o->threshold = 5;
     o->max_rings = 3;
-    o->window = 12.0f;
-    o->max_rms = 7.0f;
+    o->window = 13.0f;
+    o->claim = 7.0f;
+    o->max_rms = 8.0f;
     o->ptolemy_eps = 0.008f;
     o->multi_ring = true;
 }
@@ -53,6 +54,8 @@ sdd_err sdd_rich_finder_create(const sdd_rich_find_opts *o, sdd_rich_finder **ou
     } else if (!(o->window > 0.0f && o->window < 100.0f) || !(o->max_rms > 0.0f) ||
                !(o->ptolemy_eps > 0.0f && o->ptolemy_eps < 1.0f)) {
         why = "window, max_rms or ptolemy_eps out of range";
+    } else if (!(o->claim >= 0.0f && o->claim <= o->window)) {
+        why = "claim must lie in [0, window]";
     } else if (o->simd > SDD_RICH_SIMD_AVX512) {
         why = "unknown simd choice";
     }

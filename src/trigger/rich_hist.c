@@ -177,12 +177,13 @@ static void veto_undo(sdd_rich_finder *f, const struct veto_log *log)
     }
 }
 
-/* Rings from the histograms of the hits of alive, highest peak first; with alts, competing
- * peaks are refined too. Each ring's hits leave alive and the histograms. */
+/* Rings from the histograms of the hits of *held, highest peak first; with alts, competing
+ * peaks are refined too. Each ring's claimed hits leave *held and the histograms. */
 static inline __attribute__((always_inline)) unsigned
-hist_search(sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, struct rich_cand *out,
+hist_search(sdd_rich_finder *f, const struct rich_spot *s, uint64_t *held, struct rich_cand *out,
             unsigned max, bool alts, peak_fn peak_at, remove_fn remove, seed_fn seed_at)
 {
+    uint64_t alive = *held;
     unsigned found = 0, failed = 0;
     int vetoed[RICH_MAX_VETO][2];
     while (found < max) {
@@ -230,12 +231,17 @@ hist_search(sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, struc
             continue;
         }
         found++;
-        alive &= ~r->hits;
-        remove(f, r->hits);
+        /* The ring leaves the search with only its hits close to the circle: the window's
+         * outer band also catches hits of a crossing ring, which that ring still needs. */
+        uint64_t taken = f->opts.claim > 0.0f ? f->kern->on_circle(s, r->hits, &r->c, f->opts.claim)
+                                               : r->hits;
+        alive &= ~taken;
+        remove(f, taken);
     }
     for (unsigned k = 0; k < failed; k++) {
         f->veto[vetoed[k][0]][vetoed[k][1]] = 0;
     }
+    *held = alive;
     return found;
 }
 
@@ -301,6 +307,23 @@ static unsigned reassign(const sdd_rich_finder *f, const struct rich_spot *s, ui
     return k;
 }
 
+/* A ring claims only the core of its window (opts.claim), so a later ring may hold hits of
+ * an earlier one; a hit is one photon, so such rings share out their hits as reassign does. */
+static unsigned disjoint(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t all,
+                         struct rich_cand *r, unsigned k)
+{
+    uint64_t seen = 0, shared = 0;
+    for (unsigned j = 0; j < k; j++) {
+        shared |= seen & r[j].hits;
+        seen |= r[j].hits;
+    }
+    if (shared == 0) {
+        return k;
+    }
+    uint64_t left;
+    return reassign(f, s, all, r, k, &left);
+}
+
 /* The search, then for spots that may hold several rings: re-assignment, and a search of the
  * hits no ring holds (they can make a ring of their own only once they are min_hits). */
 static inline __attribute__((always_inline)) unsigned
@@ -309,21 +332,19 @@ hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out, 
 {
     uint64_t all = s->n == 64 ? ~0ull : (1ull << s->n) - 1;
     bool multi = f->opts.multi_ring;
-    unsigned k = hist_search(f, s, all, out, max, multi, peak_at, remove, seed_at);
-    uint64_t held = all; /* the hits the histograms hold now */
-    for (unsigned j = 0; j < k; j++) {
-        held &= ~out[j].hits;
-    }
+    uint64_t held = all; /* the hits the histograms hold */
+    unsigned k = hist_search(f, s, &held, out, max, multi, peak_at, remove, seed_at);
     if (!multi || k == 0 || (k == 1 && (unsigned)__builtin_popcountll(held) < f->opts.min_hits)) {
-        return k;
+        return disjoint(f, s, all, out, k);
     }
     uint64_t left;
     k = reassign(f, s, all, out, k, &left);
     if (k < max && (unsigned)__builtin_popcountll(left) >= f->opts.min_hits) {
         update(f, left & ~held, held & ~left);
-        k += hist_search(f, s, left, out + k, max - k, false, peak_at, remove, seed_at);
+        held = left;
+        k += hist_search(f, s, &held, out + k, max - k, false, peak_at, remove, seed_at);
     }
-    return k;
+    return disjoint(f, s, all, out, k);
 }
 
 static unsigned hist_spot_portable(sdd_rich_finder *f, const struct rich_spot *s,

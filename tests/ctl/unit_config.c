@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include "sddaq/config.h"
+#include "sddaq/rich.h"
 
 static void dump(const struct sdd_config_diag *d)
 {
@@ -272,19 +273,24 @@ static void test_rich_finder(void)
                                "  - {name: r, type: process, algorithm: rich}\n"
                                "  - {name: t, type: process, algorithm: rich, split: 2, finder: "
                                "{method: ptolemy, fit: crawford, multi_ring: off, window: 10.5, "
-                               "threshold: 6, min_hits: 7, max_rms: 6}}\n"
+                               "threshold: 6, min_hits: 7, claim: 5.5, max_rms: 6}}\n"
                                "  - {name: w, type: writer, format: \"null\"}\n"
                                "links:\n  - {from: s, to: r}\n  - {from: s, to: t}\n"
                                "  - {from: r, to: w}\n  - {from: t, to: w}\n",
                                "t.yaml");
     CHECK_REQUIRE(cfg != NULL);
+    /* The config's defaults are the finder's. */
     const struct sdd_cfg_rich_finder *d = &cfg->stages[1].process.finder;
-    CHECK(d->method == 0 && d->fit == 0 && d->multi_ring == 1 && d->window == 12.0f &&
-          d->threshold == 5 && d->min_hits == 6 && d->max_rms == 7.0f);
+    sdd_rich_find_opts lib;
+    sdd_rich_find_opts_default(&lib);
+    CHECK(d->method == (int)lib.method && d->fit == (int)lib.fit &&
+          d->multi_ring == (int)lib.multi_ring && d->window == lib.window &&
+          d->threshold == lib.threshold && d->min_hits == lib.min_hits &&
+          d->claim == lib.claim && d->max_rms == lib.max_rms);
     CHECK_EQ(cfg->stages[1].process.split, 1);
     const struct sdd_cfg_rich_finder *f = &cfg->stages[2].process.finder;
     CHECK(f->method == 1 && f->fit == 1 && f->multi_ring == 0 && f->window == 10.5f &&
-          f->threshold == 6 && f->min_hits == 7 && f->max_rms == 6.0f);
+          f->threshold == 6 && f->min_hits == 7 && f->claim == 5.5f && f->max_rms == 6.0f);
     CHECK_EQ(cfg->stages[2].process.split, 2);
     check_round_trip(cfg);
     sdd_config_destroy(cfg);
@@ -629,6 +635,9 @@ static void test_stage_keys(void)
                  "2:61: stages[0].finder.fit", "unknown value 'circle'");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {window: 0}}\n",
                  "2:64: stages[0].finder.window", "out of range");
+    /* The default claim (7 mm) cannot exceed a narrower window. */
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {window: 6}}\n",
+                 "2:47: stages[0].finder.claim", "claim (7 mm) must not exceed window (6 mm)");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, finder: {}}\n", "2:29: stages[0].finder",
                  "not valid for a 'source' stage (it belongs to 'process' stages)");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",
