@@ -22,6 +22,27 @@ def stats(values):
             "n": len(values), "values": values}
 
 
+# Two-sided 95 % Student t quantiles for 1..30 degrees of freedom; 1.96 beyond.
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def geomean_ci(ratios):
+    """Geometric mean of positive ratios with its 95 % confidence interval (a t interval on
+    their logarithms: back-to-back pairs share the machine's state, so their ratio is the
+    sample). None for fewer than two ratios."""
+    logs = [math.log(r) for r in ratios if isinstance(r, (int, float)) and r > 0
+            and math.isfinite(r)]
+    if len(logs) < 2:
+        return None
+    n = len(logs)
+    mean = statistics.fmean(logs)
+    half = (T95[n - 2] if n - 1 <= len(T95) else 1.96) * statistics.stdev(logs) / math.sqrt(n)
+    return {"geomean": math.exp(mean), "low": math.exp(mean - half),
+            "high": math.exp(mean + half), "n": n}
+
+
 def fmt_size(n):
     """4096 -> "4 KiB"; sizes that are not whole KiB or MiB stay in bytes."""
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):

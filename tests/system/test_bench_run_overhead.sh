@@ -56,7 +56,7 @@ for prov in ("tcp", "shm"):
             if not st or not (st["median"] > 0 and math.isfinite(st["median"])):
                 problems.append("%s %s: no %s events/s" % (prov, label, side))
         r = e.get("ratio")
-        if not isinstance(r, float) or not r > 0 or e.get("verdict") not in ("PASS", "MISS"):
+        if not isinstance(r, float) or not r > 0 or e.get("verdict") not in ("PASS", "MISS", "OPEN"):
             problems.append("%s %s: no ratio or verdict" % (prov, label))
             continue
         row = re.compile(r"^%s\s+%s\s+\d+\s.*\s%.2f\s.*>= 0\.90 %s$"
