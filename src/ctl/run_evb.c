@@ -173,8 +173,13 @@ static void publish_evb(struct run_evb_node *e)
     struct sdd_evb_stats now;
     sdd_evb_node_stats(e->n, &now);
     struct sdd_evb_stats *was = &e->last;
+    if (e->ru != NULL && e->readout == NULL && e->source != NULL) {
+        /* An emulated source is generated inside its RU: what the RU generated, it gave. */
+        sdd_metric_add(e->source->m.events_out, now.events_generated - was->events_generated);
+    }
     if (e->ru != NULL) {
-        struct run_stage *s = e->ru;
+        struct run_stage *s = e->ru; /* one fragment in per event it generated, one out */
+        sdd_metric_add(s->m.events_in, now.events_generated - was->events_generated);
         sdd_metric_add(s->m.events_out, now.events_generated - was->events_generated);
         sdd_metric_add(s->m.bytes_out, now.bytes_sent - was->bytes_sent);
         atomic_store(&s->generated, now.events_generated);
@@ -363,6 +368,9 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     }
     o->events = r->events;
     uint32_t max_payload = 1;
+    for (uint32_t i = 0; i < nru; i++) {
+        rus[i]->evb->source = &r->st[source_of(cfg, rus[i]->cfg) - cfg->stages];
+    }
     if (run_readout_kind(src->source.kind)) {
         max_payload = run_readout_frame_bytes(&src->source);
         o->src.dist = SDD_EVB_SIZE_FIXED;
@@ -370,7 +378,6 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
         o->rate = 0; /* the detector sets the pace */
         for (uint32_t i = 0; i < nru; i++) {
             struct run_evb_node *e = rus[i]->evb;
-            e->source = &r->st[source_of(cfg, rus[i]->cfg) - cfg->stages];
             if (!e->local) {
                 continue;
             }

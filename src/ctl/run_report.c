@@ -260,6 +260,19 @@ void sdd_run_summary_fini(struct sdd_run_summary *s)
     s->nstages = 0;
 }
 
+/* A stage's p50 and p99 age in microseconds, or `none` for both when it timed no event. */
+static void format_ages(const struct sdd_run_stage_summary *g, const char *none, char p50[24],
+                        char p99[24])
+{
+    if (g->lat_count == 0) {
+        snprintf(p50, 24, "%s", none);
+        snprintf(p99, 24, "%s", none);
+        return;
+    }
+    snprintf(p50, 24, "%.1f", (double)g->lat_p50_ns / 1e3);
+    snprintf(p99, 24, "%.1f", (double)g->lat_p99_ns / 1e3);
+}
+
 static void print_json(FILE *f, const struct sdd_run_summary *s)
 {
     fprintf(f,
@@ -277,14 +290,17 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
             s->found ? "true" : "false");
     for (size_t i = 0; i < s->nstages; i++) {
         const struct sdd_run_stage_summary *g = &s->stages[i];
+        /* A stage that timed no event (inline stages, sources) has no age: null, not 0. */
+        char p50[24], p99[24];
+        format_ages(g, "null", p50, p99);
         fprintf(f,
                 "%s{\"name\":\"%s\",\"type\":\"%s\",\"events_in\":%" PRIu64
                 ",\"events_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
-                ",\"dropped\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"latency_p50_us\":%.1f,"
-                "\"latency_p99_us\":%.1f,\"busy_s\":%.6f,\"detail\":\"%s\"}",
+                ",\"dropped\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"latency_p50_us\":%s,"
+                "\"latency_p99_us\":%s,\"busy_s\":%.6f,\"detail\":\"%s\"}",
                 i ? "," : "", g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
-                g->bytes_in, g->bytes_out, g->dropped, g->errors, (double)g->lat_p50_ns / 1e3,
-                (double)g->lat_p99_ns / 1e3, (double)g->busy_ns * 1e-9, g->detail);
+                g->bytes_in, g->bytes_out, g->dropped, g->errors, p50, p99,
+                (double)g->busy_ns * 1e-9, g->detail);
     }
     fprintf(f, "]}\n");
 }
@@ -323,11 +339,8 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
             "out", "MB out", "dropped", "errors", "p50 age us", "p99 age us", "output");
     for (size_t i = 0; i < s->nstages; i++) {
         const struct sdd_run_stage_summary *g = &s->stages[i];
-        char p50[24] = "-", p99[24] = "-";
-        if (g->lat_count > 0) {
-            snprintf(p50, sizeof(p50), "%.1f", (double)g->lat_p50_ns / 1e3);
-            snprintf(p99, sizeof(p99), "%.1f", (double)g->lat_p99_ns / 1e3);
-        }
+        char p50[24], p99[24];
+        format_ages(g, "-", p50, p99);
         fprintf(f,
                 "  %-12s %-9s %12" PRIu64 " %12" PRIu64 " %10.1f %8" PRIu64 " %8" PRIu64
                 " %11s %11s  %s\n",

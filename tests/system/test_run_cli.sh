@@ -45,6 +45,14 @@ rejected=$(field "$json" rejected)
 [ "$kept" -gt 0 ] && [ "$rejected" -gt 0 ] || fail "default: the trigger kept all or none: $json"
 [ "$(field "$json" written)" = "$kept" ] || fail "default: written != kept: $json"
 [ "$(stage "$json" results events_out)" = 20000 ] || fail "default: feedback published: $json"
+# The emulated sources are generated inside their RUs: each gave what its RU took (one fragment
+# of every event); a stage that timed nothing has no age (null), the trigger has one.
+for s in src0 src1 ru0 ru1; do
+    [ "$(stage "$json" $s events_out)" = 20000 ] || fail "default: $s events out: $json"
+done
+[ "$(stage "$json" ru0 events_in)" = 20000 ] || fail "default: ru0 events in: $json"
+[ "$(stage "$json" ru0 latency_p99_us)" = None ] || fail "default: an ru with an age: $json"
+[ "$(stage "$json" trigger latency_p99_us)" != None ] || fail "default: trigger without age: $json"
 h5=$(stage "$json" writer detail)
 [ -f "$h5" ] && [ ! -e "$h5.partial" ] || fail "default: no closed HDF5 file at '$h5'"
 grep -q "control" "$dir/err1" && fail "default: --no-http still announced a control port"
