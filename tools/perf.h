@@ -63,6 +63,7 @@ struct perf_side {
     sdd_ep *ep;
     sdd_mr *mr;
     uint8_t *buf;
+    size_t buf_mapped; /* for sdd_bigbuf_free */
     sdd_peer *peer;
     struct sdd_rkey remote; /* the peer's whole buffer */
     bool ctl_armed;         /* a control receive is posted */

@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "perf.h"
+#include "sddaq/bigbuf.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 
@@ -63,6 +64,7 @@ struct mesh_node {
     sdd_ep *ep;
     sdd_mr *src_mr, *dst_mr;
     uint8_t *src, *dst;
+    size_t src_mapped, dst_mapped; /* for sdd_bigbuf_free */
     uint32_t per_peer; /* target slots each writer owns in a node's region */
     sdd_peer *peer[MESH_MAX_NODES];
     struct sdd_rkey target[MESH_MAX_NODES];
@@ -161,8 +163,11 @@ static sdd_err setup(struct mesh_node *m)
     m->per_peer = (o->window + o->nodes - 2) / (o->nodes - 1);
     size_t src_bytes = (size_t)o->window * o->size;
     size_t dst_bytes = (size_t)o->nodes * m->per_peer * o->size;
-    m->src = aligned_alloc(4096, (src_bytes + 4095) & ~(size_t)4095);
-    m->dst = aligned_alloc(4096, (dst_bytes + 4095) & ~(size_t)4095);
+    /* The event builder's memory treatment (huge pages where they pay), so the reference is
+     * not measured on other memory than the builder it is compared with. */
+    bool huge = sdd_bigbuf_huge_for(info->provider);
+    m->src = sdd_bigbuf_alloc(src_bytes, huge, &m->src_mapped);
+    m->dst = sdd_bigbuf_alloc(dst_bytes, huge, &m->dst_mapped);
     if (m->src == NULL || m->dst == NULL) {
         return SDD_ENOMEM;
     }
@@ -322,8 +327,8 @@ static int node_main(const struct mesh_opts *o, struct mesh_shared *sh, uint32_t
         atomic_store(&sh->failed, 1);
     }
     sdd_ep_close(m.ep); /* closes peers, the listener and the regions */
-    free(m.src);
-    free(m.dst);
+    sdd_bigbuf_free(m.src, m.src_mapped);
+    sdd_bigbuf_free(m.dst, m.dst_mapped);
     return err == SDD_OK ? 0 : 1;
 }
 

@@ -7,6 +7,7 @@
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 #include "sddaq/hist.h"
+#include "sddaq/bigbuf.h"
 #include "sddaq/pool.h"
 #include "sddaq/ring.h"
 #include "sddaq/fabric.h"

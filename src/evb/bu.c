@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "evb_internal.h"
+#include "sddaq/bigbuf.h"
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
@@ -27,7 +28,7 @@ struct evb_bu {
     uint32_t b;
     sdd_mr *mr;
     uint8_t *mem;
-    size_t bytes;
+    size_t bytes, mapped;
     struct bu_set *sets;
     uint32_t nsets, nused;
     uint8_t ru_state[SDD_EVB_MAX_NODES];
@@ -46,7 +47,7 @@ sdd_err evb_bu_create(struct sdd_evb_node *n)
     bu->b = (uint32_t)n->bu_of[n->self];
     uint32_t C = n->o.credits;
     bu->bytes = (size_t)n->nru * 2 * C * n->slot_size;
-    bu->mem = aligned_alloc(4096, (bu->bytes + 4095) & ~(size_t)4095);
+    bu->mem = sdd_bigbuf_alloc(bu->bytes, n->huge_pages, &bu->mapped);
     /* Remote RUs hold at most 2C slots each; the local RU at most its whole pool. */
     bu->nsets = n->nru * 2 * C + n->nbu * (C + 1) + 4;
     bu->sets = calloc(bu->nsets, sizeof(*bu->sets));
@@ -54,7 +55,7 @@ sdd_err evb_bu_create(struct sdd_evb_node *n)
     if (bu->mem == NULL || bu->sets == NULL || bu->built == NULL) {
         return SDD_ENOMEM;
     }
-    memset(bu->mem, 0, bu->bytes);
+    memset(bu->mem, 0, bu->bytes); /* fault every page in now, not on the data path */
     return sdd_mr_reg(n->ep, bu->mem, bu->bytes, SDD_ACCESS_LOCAL | SDD_ACCESS_REMOTE_WRITE,
                       &bu->mr);
 }
@@ -66,7 +67,7 @@ void evb_bu_destroy(struct sdd_evb_node *n)
         return;
     }
     sdd_mr_close(bu->mr);
-    free(bu->mem);
+    sdd_bigbuf_free(bu->mem, bu->mapped);
     free(bu->sets);
     free(bu->built);
     free(bu);

@@ -90,6 +90,7 @@ struct sdd_evb_node {
     uint64_t cfg_hash;
     bool connected;
     bool use_imm; /* announce bulks by immediate data (else by a BULK message) */
+    bool huge_pages; /* RU pool and BU slots on huge pages (sdd_bigbuf_huge_for) */
     /* control messages */
     sdd_mr *ctl_mr;
     struct evb_ctl *ctl_rx, *ctl_tx;

@@ -9,6 +9,7 @@
 #include <sys/resource.h>
 
 #include "evb_internal.h"
+#include "sddaq/bigbuf.h"
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
@@ -165,6 +166,7 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
      * some paths, which the fabric layer cannot tell from its own operations; announce bulks
      * there by a message sent after the write completed. */
     n->use_imm = strncmp(n->info->provider, "shm", 3) != 0 && getenv("SDDAQ_EVB_NO_IMM") == NULL;
+    n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
     size_t ctl_bytes = sizeof(struct evb_ctl) * (EVB_CTL_RX + EVB_CTL_TX);
     n->ctl_rx = aligned_alloc(64, ctl_bytes);
     if (n->ctl_rx == NULL) {

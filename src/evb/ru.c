@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "evb_internal.h"
+#include "sddaq/bigbuf.h"
 #include "sddaq/clock.h"
 #include "sddaq/log.h"
 
@@ -33,6 +34,7 @@ struct evb_ru {
     uint32_t r;
     sdd_mr *mr;
     uint8_t *mem;
+    size_t mapped; /* of mem, for sdd_bigbuf_free */
     uint32_t npool;
     struct ru_bulk *pool;
     uint64_t gen_next;       /* next bulk to generate */
@@ -66,11 +68,11 @@ sdd_err evb_ru_create(struct sdd_evb_node *n)
     ru->npool = n->nbu * (n->o.credits + 1);
     ru->pool = calloc(ru->npool, sizeof(*ru->pool));
     size_t bytes = (size_t)ru->npool * n->slot_size;
-    ru->mem = aligned_alloc(4096, (bytes + 4095) & ~(size_t)4095);
+    ru->mem = sdd_bigbuf_alloc(bytes, n->huge_pages, &ru->mapped);
     if (ru->pool == NULL || ru->mem == NULL) {
         return SDD_ENOMEM;
     }
-    memset(ru->mem, 0, bytes);
+    memset(ru->mem, 0, bytes); /* fault every page in now, not on the data path */
     sdd_err err = sdd_mr_reg(n->ep, ru->mem, bytes, SDD_ACCESS_LOCAL, &ru->mr);
     if (err != SDD_OK) {
         return err;
@@ -94,7 +96,7 @@ void evb_ru_destroy(struct sdd_evb_node *n)
         return;
     }
     sdd_mr_close(ru->mr);
-    free(ru->mem);
+    sdd_bigbuf_free(ru->mem, ru->mapped);
     free(ru->pool);
     free(ru);
     n->ru = NULL;
