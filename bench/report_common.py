@@ -43,6 +43,19 @@ def geomean_ci(ratios):
             "high": math.exp(mean + half), "n": n}
 
 
+def median_ci(values):
+    """Median of values with its distribution-free 95 % confidence interval: the order
+    statistics a sign test puts around it, so a few pairs spoiled by the machine changing state
+    between their two runs move it less than a mean. None for fewer than six values (below that
+    the interval is the whole range)."""
+    v = sorted(x for x in values if isinstance(x, (int, float)) and math.isfinite(x))
+    n = len(v)
+    if n < 6:
+        return None
+    k = max(int(math.floor((n - 1.96 * math.sqrt(n)) / 2)), 0)  # 0-based lower rank
+    return {"median": statistics.median(v), "low": v[k], "high": v[n - 1 - k], "n": n}
+
+
 def fmt_size(n):
     """4096 -> "4 KiB"; sizes that are not whole KiB or MiB stay in bytes."""
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
