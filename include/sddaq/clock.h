@@ -1,4 +1,4 @@
-/* Monotonic nanosecond clock and short sleeps. */
+/* Monotonic nanosecond clock, the thread CPU clock and short sleeps. */
 #ifndef SDDAQ_CLOCK_H
 #define SDDAQ_CLOCK_H
 
@@ -14,6 +14,15 @@ static inline uint64_t sdd_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * SDD_NS_PER_S + (uint64_t)ts.tv_nsec;
+}
+
+/* CPU time the calling thread has used, in nanoseconds (CLOCK_THREAD_CPUTIME_ID: a system
+ * call on most kernels, so once per thread or per file, not per event). */
+static inline uint64_t sdd_thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (uint64_t)ts.tv_sec * SDD_NS_PER_S + (uint64_t)ts.tv_nsec;
 }
 

@@ -69,6 +69,10 @@ struct sdd_run_stage_summary {
     uint64_t lat_count, lat_p50_ns, lat_p99_ns; /* event age (built -> done here); 0 = none */
     uint64_t busy_ns; /* process, writer: time its threads spent on events (a writer's rate
                          is bytes_out / busy_ns, its closing included) */
+    uint64_t cpu_ns;  /* CPU time of the stage's own threads (thread clocks; a writer's closing
+                         included; a rich stage's split helpers not): unlike busy_ns, not
+                         stretched by the stage being descheduled. 0 for stages without
+                         threads of their own (inline, ru, bu, source) */
     char detail[SDD_CFG_PATH_MAX + 320];        /* output file, feedback address, ... */
 };
 

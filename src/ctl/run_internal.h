@@ -108,6 +108,7 @@ struct run_stage {
     /* process */
     _Atomic uint64_t kept, rejected, tracks;
     _Atomic uint64_t busy_ns; /* process, writer: time spent on events */
+    _Atomic uint64_t cpu_ns;  /* its threads' CPU time, a writer's closing included */
     /* writer */
     sdd_store *store;
     char path[SDD_CFG_PATH_MAX + 256]; /* writer path with the run number */

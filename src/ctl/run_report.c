@@ -222,6 +222,7 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
         ss->lat_p99_ns = ss->lat_count ? sdd_hist_quantile(&h, 0.99) : 0;
         snprintf(ss->detail, sizeof(ss->detail), "%s", s->detail);
         ss->busy_ns = atomic_load(&s->busy_ns);
+        ss->cpu_ns = atomic_load(&s->cpu_ns);
         has_process |= s->first_decision;
         if (s->cfg->type == SDD_STAGE_WRITER) {
             /* A writer gets every event its upstream stages passed on. */
@@ -291,16 +292,19 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
     for (size_t i = 0; i < s->nstages; i++) {
         const struct sdd_run_stage_summary *g = &s->stages[i];
         /* A stage that timed no event (inline stages, sources) has no age: null, not 0. */
-        char p50[24], p99[24];
+        char p50[24], p99[24], cpu[24] = "null"; /* null: a stage without threads */
         format_ages(g, "null", p50, p99);
+        if (g->cpu_ns > 0) {
+            snprintf(cpu, sizeof(cpu), "%.6f", (double)g->cpu_ns * 1e-9);
+        }
         fprintf(f,
                 "%s{\"name\":\"%s\",\"type\":\"%s\",\"events_in\":%" PRIu64
                 ",\"events_out\":%" PRIu64 ",\"bytes_in\":%" PRIu64 ",\"bytes_out\":%" PRIu64
                 ",\"dropped\":%" PRIu64 ",\"errors\":%" PRIu64 ",\"latency_p50_us\":%s,"
-                "\"latency_p99_us\":%s,\"busy_s\":%.6f,\"detail\":\"%s\"}",
+                "\"latency_p99_us\":%s,\"busy_s\":%.6f,\"cpu_s\":%s,\"detail\":\"%s\"}",
                 i ? "," : "", g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
                 g->bytes_in, g->bytes_out, g->dropped, g->errors, p50, p99,
-                (double)g->busy_ns * 1e-9, g->detail);
+                (double)g->busy_ns * 1e-9, cpu, g->detail);
     }
     fprintf(f, "]}\n");
 }

@@ -316,9 +316,10 @@ void run_stages_close(struct sdd_run *r)
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
         if (s->store != NULL) {
-            uint64_t t0 = sdd_now_ns();
+            uint64_t t0 = sdd_now_ns(), c0 = sdd_thread_cpu_ns();
             sdd_err err = sdd_store_close(s->store, &s->store_sum);
             atomic_fetch_add(&s->busy_ns, sdd_now_ns() - t0); /* the last flush is writing too */
+            atomic_fetch_add(&s->cpu_ns, sdd_thread_cpu_ns() - c0);
             s->store = NULL;
             if (err != SDD_OK) {
                 run_fail(r, s, err, "closing the run file failed");

@@ -14,6 +14,7 @@ void *run_worker_done(struct run_worker_arg *wa)
 {
     struct run_stage *s = wa->s;
     run_lat_flush(&s->lat[wa->t]);
+    atomic_fetch_add(&s->cpu_ns, sdd_thread_cpu_ns()); /* the thread lived for this stage */
     free(wa);
     if (atomic_fetch_sub(&s->live, 1) == 1) {
         run_stage_finished(s);

@@ -53,6 +53,12 @@ done
 [ "$(stage "$json" ru0 events_in)" = 20000 ] || fail "default: ru0 events in: $json"
 [ "$(stage "$json" ru0 latency_p99_us)" = None ] || fail "default: an ru with an age: $json"
 [ "$(stage "$json" trigger latency_p99_us)" != None ] || fail "default: trigger without age: $json"
+# CPU time: the stages with threads of their own have some, the others none (null).
+for s in trigger writer results; do
+    "$py" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' \
+        "$(stage "$json" $s cpu_s)" 2>/dev/null || fail "default: $s cpu_s: $json"
+done
+[ "$(stage "$json" bu0 cpu_s)" = None ] || fail "default: a bu with cpu_s: $json"
 h5=$(stage "$json" writer detail)
 [ -f "$h5" ] && [ ! -e "$h5.partial" ] || fail "default: no closed HDF5 file at '$h5'"
 grep -q "control" "$dir/err1" && fail "default: --no-http still announced a control port"
