@@ -99,7 +99,10 @@ static hid_t create_1d(hid_t loc, const char *name, hid_t type, hsize_t chunk)
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
     hid_t d = H5I_INVALID_HID;
+    /* Chunks are written whole, and the last one only up to the extent: a fill value would be
+     * written (zeroed first) for bytes nobody can read. */
     if (space >= 0 && dcpl >= 0 && dapl >= 0 && H5Pset_chunk(dcpl, 1, &chunk) >= 0 &&
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
         H5Pset_chunk_cache(dapl, 0, 0, 1.0) >= 0) {
         d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, dapl);
     }
