@@ -1,5 +1,5 @@
 /* Large data buffers on transparent huge pages where the kernel gives them (sddaq/bigbuf.h).
- * The kernel places a huge page only on a 2 MiB-aligned virtual range, so the mapping is made
+ * The kernel places a huge page only on a 2 MiB-aligned virtual range, so such a mapping is made
  * one huge page larger than needed and trimmed to the aligned part. */
 #include <stdbool.h>
 #include <stdint.h>
@@ -18,9 +18,14 @@ static size_t round_up(size_t x, size_t to)
     return (x + to - 1) & ~(to - 1);
 }
 
-/* An anonymous mapping of `len` bytes aligned to `align`, or NULL. */
-static void *map_aligned(size_t len, size_t align)
+/* An anonymous mapping of `len` bytes aligned to `align`, or NULL. mmap itself gives page
+ * alignment; only a larger one needs the over-map and trim. */
+static void *map_aligned(size_t len, size_t align, size_t page)
 {
+    if (align <= page) {
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
     size_t over = len + align;
     if (over < len) {
         return NULL;
@@ -52,7 +57,7 @@ void *sdd_bigbuf_alloc(size_t bytes, bool huge, size_t *mapped)
     if (len < bytes) {
         return NULL;
     }
-    void *p = map_aligned(len, align);
+    void *p = map_aligned(len, align, page);
     if (p == NULL) {
         SDD_WARN(LOG, "cannot map %zu bytes for a data buffer", len);
         return NULL;
