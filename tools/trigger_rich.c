@@ -28,7 +28,7 @@ static void usage(FILE *out)
             "  -i FILE            read events from a file instead of generating them\n"
             "  -o FILE            gen: the event file; run: a CSV of the rings\n"
             "      --method M     hist or ptolemy (default hist; score and bench: both)\n"
-            "      --fit F        taubin (default) or crawford\n"
+            "      --fit F        crawford (default) or taubin\n"
             "      --simd V       histogram vectors: auto (default), portable or avx512\n"
             "      --noise X      noise hits per event, Poisson mean (default 2)\n"
             "      --window W     a hit belongs to a ring when |d - R| < W mm (default 13)\n"
@@ -539,7 +539,7 @@ int cmd_trigger_rich(int argc, char **argv)
     const char *mode = argv[1];
     struct rich_cli o = {.seed = 1,
                          .method = -1,
-                         .fit = SDD_RICH_FIT_TAUBIN,
+                         .fit = SDD_RICH_FIT_CRAWFORD,
                          .simd = SDD_RICH_SIMD_AUTO,
                          .noise = -1,
                          .claim = -1,

@@ -142,7 +142,7 @@ struct sdd_cfg_evb {
 /* The RICH ring finder of a `rich` process stage (sdd_rich_find_opts; docs/trigger.md). */
 struct sdd_cfg_rich_finder {
     int method;         /* sdd_rich_method: 0 hist (default), 1 ptolemy */
-    int fit;            /* sdd_rich_fit: 0 taubin (default), 1 crawford */
+    int fit;            /* sdd_rich_fit: 0 taubin, 1 crawford (default) */
     int multi_ring;     /* histogram multi-ring steps: 1 on (default), 0 off */
     float window;       /* a hit belongs to a ring when |d - R| < window, mm; 13 */
     uint32_t threshold; /* histogram peak needed for a candidate; 5 */

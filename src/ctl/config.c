@@ -246,7 +246,7 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->process.threads = 1;
         s->process.split = 1;
         s->process.finder = (struct sdd_cfg_rich_finder){
-            .multi_ring = 1, .window = 13.0f, .threshold = 5, .min_hits = 6, .claim = 7.0f,
+            .fit = 1, .multi_ring = 1, .window = 13.0f, .threshold = 5, .min_hits = 6, .claim = 7.0f,
             .max_rms = 8.0f};
         break;
     case SDD_STAGE_WRITER:

@@ -12,7 +12,7 @@ void sdd_rich_find_opts_default(sdd_rich_find_opts *o)
     memset(o, 0, sizeof(*o));
     sdd_rich_geom_default(&o->geom);
     o->method = SDD_RICH_HIST;
-    o->fit = SDD_RICH_FIT_TAUBIN;
+    o->fit = SDD_RICH_FIT_CRAWFORD;
     o->simd = SDD_RICH_SIMD_AUTO;
     o->min_hits = 6;
     o->threshold = 5;
@@ -137,14 +137,7 @@ static bool accept(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t
     if (!(c.r >= RICH_R_MIN && c.r <= f->r_max)) {
         return false;
     }
-    float sum2 = 0.0f;
-    for (uint64_t k = mask; k != 0; k &= k - 1) {
-        int i = __builtin_ctzll(k);
-        float dx = s->x[i] - c.cx, dy = s->y[i] - c.cy;
-        float res = sqrtf(dx * dx + dy * dy) - c.r;
-        sum2 += res * res;
-    }
-    float rms = sqrtf(sum2 / (float)n);
+    float rms = sqrtf(f->kern->residuals(s, mask, &c) / (float)n);
     if (!(rms <= f->opts.max_rms)) {
         return false;
     }

@@ -131,6 +131,7 @@ sdd_err rich_solve_taubin(const struct rich_moments *m, sdd_rich_circle *c);
  * results (same float operations, sums in the same order: 16 lanes, then a fixed tree).
  * on_circle: the hits of alive within `window` of circle c (|d - R| < window).
  * concyclic: Ptolemy's test of every hit against a triplet.
+ * residuals: the sum of (d - R)^2 over the hits of mask, added hit after hit in index order.
  * moments: the moments of the hits of mask, summed in float (hits of a spot are within a
  * few hundred mm: relative 1e-7 is ample for a ring), for the fits; false for fewer than 3.
  * x and y must be readable (finite) up to the next multiple of 16 past n. */
@@ -138,6 +139,7 @@ struct rich_kern {
     uint64_t (*on_circle)(const struct rich_spot *s, uint64_t alive, const sdd_rich_circle *c,
                           float window);
     bool (*moments)(const struct rich_spot *s, uint64_t mask, struct rich_moments *m);
+    float (*residuals)(const struct rich_spot *s, uint64_t mask, const sdd_rich_circle *c);
     /* The hits of alive that pass Ptolemy's test |2 max - sum| <= eps max with hits a, b, c
      * (ab, ac, bc: their distances). */
     uint64_t (*concyclic)(const struct rich_spot *s, uint64_t alive, int a, int b, int c,

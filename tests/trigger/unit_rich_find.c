@@ -216,12 +216,13 @@ static void degenerate(sdd_rich_method m)
 }
 
 /* The portable and AVX-512 kernels give the same rings, bit for bit. */
-static void simd_equal(sdd_rich_method m, bool multi_ring)
+static void simd_equal(sdd_rich_method m, sdd_rich_fit fit, bool multi_ring)
 {
-    sdd_rich_finder *p = finder_mr(m, SDD_RICH_FIT_TAUBIN, SDD_RICH_SIMD_PORTABLE, multi_ring);
+    sdd_rich_finder *p = finder_mr(m, fit, SDD_RICH_SIMD_PORTABLE, multi_ring);
     sdd_rich_find_opts o;
     sdd_rich_find_opts_default(&o);
     o.method = m;
+    o.fit = fit;
     o.simd = SDD_RICH_SIMD_AVX512;
     o.multi_ring = multi_ring;
     sdd_rich_finder *v = NULL;
@@ -336,9 +337,10 @@ int main(void)
             crossing_rings((sdd_rich_fit)fit, SDD_RICH_SIMD_AVX512, mr == 1);
         }
     }
-    simd_equal(SDD_RICH_HIST, true);
-    simd_equal(SDD_RICH_HIST, false);
-    simd_equal(SDD_RICH_PTOLEMY, true);
+    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, true);
+    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_TAUBIN, true);
+    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, false);
+    simd_equal(SDD_RICH_PTOLEMY, SDD_RICH_FIT_CRAWFORD, true);
     bad_opts();
     /* Both settings of the multi-ring steps hold their own thresholds, and the steps gain; so
      * does leaving the outer band of a found ring's window to crossing rings (claim). */
