@@ -105,18 +105,11 @@ struct transfer {
     _Atomic int go;    /* consumer has started the clock */
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* Spinning waits: pause, and yield now and then so that an oversubscribed machine still makes
  * progress (the rings never block). */
 static inline void spin_wait(unsigned *fails)
 {
-    cpu_relax();
+    sdd_cpu_relax();
     if (++*fails >= 256) {
         sched_yield();
         *fails = 0;
@@ -158,7 +151,7 @@ static void *producer_main(void *arg)
     atomic_store_explicit(&t->ready, 1, memory_order_release);
     /* Acquire pairs with the release store of go in run_transfer: the queue is ready. */
     while (!atomic_load_explicit(&t->go, memory_order_acquire)) {
-        cpu_relax();
+        sdd_cpu_relax();
     }
     void *batch[MAX_BURST];
     uint64_t next = 1;

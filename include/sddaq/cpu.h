@@ -8,6 +8,17 @@
 #include "sddaq/api.h"
 #include "sddaq/err.h"
 
+/* In a spin-wait loop: tell the CPU (pause on x86, yield on Arm), so a sibling hyperthread
+ * gets the core and leaving the loop costs no memory-order flush. */
+static inline void sdd_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
 /* Highest CPU number accepted anywhere in this API, plus one. */
 #define SDD_CPU_ID_LIMIT 65536
 

@@ -39,13 +39,6 @@ struct sdd_team {
     struct member m[TEAM_MAX];
 };
 
-static inline void relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
 /* Spin up to ns for a job after seen; its generation, or seen when none came (or quitting). */
 static uint64_t spin_for_job(sdd_team *t, uint64_t seen, uint64_t ns)
 {
@@ -56,7 +49,7 @@ static uint64_t spin_for_job(sdd_team *t, uint64_t seen, uint64_t ns)
         if (g != seen || atomic_load_explicit(&t->quit, memory_order_relaxed)) {
             return g;
         }
-        relax();
+        sdd_cpu_relax();
         if ((k & 63) == 0 && sdd_now_ns() - t0 > ns) {
             return seen;
         }
@@ -192,7 +185,7 @@ void sdd_team_run(sdd_team *t, sdd_team_fn fn, void *arg)
     unsigned k = 0;
     /* acquire: pairs with each helper's release when it counted itself out */
     while (atomic_load_explicit(&t->left, memory_order_acquire) != 0) {
-        relax();
+        sdd_cpu_relax();
         if ((++k & 1023) == 0) {
             sched_yield(); /* a helper descheduled on a shared core needs it */
         }

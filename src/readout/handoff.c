@@ -8,14 +8,8 @@
 
 #include "readout/rx_internal.h"
 #include "sddaq/clock.h"
+#include "sddaq/cpu.h"
 #include "sddaq/log.h"
-
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
 
 sdd_err ro_slots_init(sdd_ro_rx *rx)
 {
@@ -166,7 +160,7 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
          * switches when consumer and receiver share a CPU) would cost it more than the frame
          * at tens of thousands of frames a second. An idle consumer uses no CPU. */
         if (spins < 64) {
-            cpu_relax();
+            sdd_cpu_relax();
             continue;
         }
         if (napping_since == 0) {

@@ -41,22 +41,13 @@ struct sdd_hough_stage {
     sdd_hist latency;
 };
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ volatile("yield" ::: "memory");
-#endif
-}
-
 /* One step of waiting: spin for a while, then sleep, so an idle stage costs little CPU while a
  * busy one reacts within a few hundred nanoseconds. */
 static void backoff(unsigned *spins)
 {
     if (*spins < SPIN_LIMIT) {
         (*spins)++;
-        cpu_relax();
+        sdd_cpu_relax();
     } else {
         sdd_sleep_ns(IDLE_SLEEP_NS);
     }

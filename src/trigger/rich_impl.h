@@ -3,6 +3,7 @@
 #ifndef SDDAQ_TRIGGER_RICH_IMPL_H
 #define SDDAQ_TRIGGER_RICH_IMPL_H
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "sddaq/rich.h"
@@ -148,6 +149,14 @@ struct rich_kern {
 
 extern const struct rich_kern rich_kern_portable;
 extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
+
+/* sdd_rich_merge() that also stores the count of merged events into *merged (release) every
+ * RICH_PUBLISH events and at the end, so other threads can work on them while it goes on;
+ * merged may be NULL. */
+#define RICH_PUBLISH 16
+uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t window,
+                            sdd_rich_batch *out, sdd_rich_merge_stats *st,
+                            _Atomic uint32_t *merged);
 
 /* Fill the PM-to-centre bin table for npm PMs at (x[i], y[i]). */
 void rich_hist_table(uint8_t (*table)[RICH_CENTRES], const float *x, const float *y, int npm);

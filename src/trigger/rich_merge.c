@@ -2,6 +2,7 @@
  * whole-detector events (REFERENCE §5.4). Each board's events arrive in time order, so this is
  * a k-way merge (k <= 4) over per-board lists built by a counting sort of the index; repeated
  * channels are dropped with a per-channel generation stamp, so nothing is cleared per event. */
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "trigger/rich_impl.h"
@@ -60,8 +61,9 @@ static void append_hits(const uint8_t *p, const sdd_rich_index *idx, uint32_t k,
     out->boards[e] |= (uint8_t)(1u << (idx->board[k] & 7));
 }
 
-uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t window,
-                        sdd_rich_batch *out, sdd_rich_merge_stats *st)
+uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t window,
+                            sdd_rich_batch *out, sdd_rich_merge_stats *st,
+                            _Atomic uint32_t *merged)
 {
     const uint8_t *p = buf;
     uint32_t count[SDD_RICH_MAX_BOARDS + 1] = {0};
@@ -131,9 +133,21 @@ uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t win
             out->n++;
             st->out_events++;
             st->fused += parts - 1;
+            if (merged != NULL && out->n % RICH_PUBLISH == 0) {
+                atomic_store_explicit(merged, out->n, memory_order_release);
+            }
         } else {
             st->batch_full += 1;
         }
     }
+    if (merged != NULL) {
+        atomic_store_explicit(merged, out->n, memory_order_release);
+    }
     return out->n;
+}
+
+uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t window,
+                        sdd_rich_batch *out, sdd_rich_merge_stats *st)
+{
+    return rich_merge_publish(buf, idx, window, out, st, NULL);
 }

@@ -1,10 +1,12 @@
 /* RICH buffer processing, the work of one stage step: event finder over a receive buffer,
  * merge of the boards' events by timestamp, then the ring finder on every merged event. All
  * memory is taken at create for the largest buffer, so a run allocates nothing. With a split,
- * the merged events are shared out in blocks to a team of threads, one finder each. */
+ * the merged events are shared out in blocks to a team of threads, one finder each; the
+ * helpers start on the first blocks while the calling thread still merges the rest. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "sddaq/cpu.h"
 #include "sddaq/team.h"
 #include "trigger/rich_impl.h"
 
@@ -16,8 +18,11 @@ struct sdd_rich_proc {
     sdd_rich_finder *finder; /* finders[0] */
     sdd_rich_finder *finders[SPLIT_MAX];
     sdd_team *team; /* NULL without a split */
-    uint32_t nev;   /* merged events of the buffer being processed */
-    _Atomic uint32_t next; /* the next block to take */
+    const void *buf; /* the buffer being processed, and its length */
+    size_t len;
+    _Atomic uint32_t next;      /* the next block to take */
+    _Atomic uint32_t merged;    /* events merged so far (the merge publishes them) */
+    _Atomic bool merge_done;    /* merged holds them all */
     struct {
         _Alignas(64) uint64_t rings;
     } part[SPLIT_MAX]; /* rings found by each member */
@@ -114,18 +119,40 @@ static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first,
     return total;
 }
 
-/* A team member's part: blocks of events until none is left. */
+/* The events of the buffer: found, then merged by timestamp. */
+static uint32_t find_and_merge(sdd_rich_proc *p, const void *buf, size_t len,
+                               _Atomic uint32_t *merged)
+{
+    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    return rich_merge_publish(buf, &p->idx, p->o.window, &p->batch, &p->merge, merged);
+}
+
+/* A team member's part: the caller finds and merges the events first; then every member takes
+ * blocks of merged events until none is left, waiting for a block the merge has not reached. */
 static void find_share(void *arg, unsigned who)
 {
     sdd_rich_proc *p = arg;
+    if (who == 0) {
+        find_and_merge(p, p->buf, p->len, &p->merged);
+        atomic_store_explicit(&p->merge_done, true, memory_order_release);
+    }
     uint64_t total = 0;
     for (;;) {
         uint32_t first = atomic_fetch_add_explicit(&p->next, SPLIT_BLOCK, memory_order_relaxed);
-        if (first >= p->nev) {
+        uint32_t end = first + SPLIT_BLOCK, have;
+        for (;;) {
+            /* done before the count: once the merge is done, the count read is the final one */
+            bool all = atomic_load_explicit(&p->merge_done, memory_order_acquire);
+            have = atomic_load_explicit(&p->merged, memory_order_acquire);
+            if (all || have >= end) {
+                break;
+            }
+            sdd_cpu_relax();
+        }
+        if (first >= have) {
             break;
         }
-        uint32_t end = first + SPLIT_BLOCK < p->nev ? first + SPLIT_BLOCK : p->nev;
-        total += find_range(p, p->finders[who], first, end);
+        total += find_range(p, p->finders[who], first, end < have ? end : have);
     }
     p->part[who].rings = total;
 }
@@ -135,18 +162,19 @@ sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_ric
     if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
         return SDD_ETOOBIG;
     }
-    if (p->team != NULL) {
-        sdd_team_alert(p->team); /* the helpers wake while the events are found and merged */
-    }
-    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
-    p->nev = sdd_rich_merge(buf, &p->idx, p->o.window, &p->batch, &p->merge);
-    uint64_t total = 0;
     if (p->team == NULL) {
-        p->part[0].rings = find_range(p, p->finder, 0, p->nev);
+        uint32_t nev = find_and_merge(p, buf, len, NULL);
+        p->part[0].rings = find_range(p, p->finder, 0, nev);
     } else {
-        atomic_store_explicit(&p->next, 0, memory_order_relaxed); /* published by team_run */
+        /* published to the helpers by team_run */
+        p->buf = buf;
+        p->len = len;
+        atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->merged, 0, memory_order_relaxed);
+        atomic_store_explicit(&p->merge_done, false, memory_order_relaxed);
         sdd_team_run(p->team, find_share, p);
     }
+    uint64_t total = 0;
     for (uint32_t i = 0; i < p->o.split; i++) {
         total += p->part[i].rings;
     }

@@ -31,9 +31,7 @@ static void backoff(unsigned *spins)
 {
     if (*spins < SPIN_LIMIT) {
         (*spins)++;
-#if defined(__x86_64__)
-        __builtin_ia32_pause();
-#endif
+        sdd_cpu_relax();
     } else {
         sdd_sleep_ns(IDLE_SLEEP_NS);
     }
