@@ -12,8 +12,9 @@
 
 /* GCC on x86-64 builds the AVX-512 kernels (target attributes, chosen at run time). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RICH_HAVE_V4   1
-#define RICH_TARGET_V4 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi2")))
+#define RICH_HAVE_V4 1
+#define RICH_TARGET_V4 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi,bmi2,popcnt,lzcnt")))
 #endif
 
 /* Hexagonal grid: rows of PMs at y = j * pitch * sqrt(3)/2, x = (i + (j odd) / 2) * pitch.
