@@ -64,6 +64,9 @@ static void usage(FILE *out)
             "  -r, --rate R         events/s per RU (default 0 = as fast as possible)\n"
             "      --verify V       none | header | full (default full)\n"
             "      --crc            RUs add and BUs check a CRC32C per fragment\n"
+            "      --transfer T     auto | write | read: RUs write bulks into BU slots, or BUs\n"
+            "                       read them from the RUs (default auto: read over shm when\n"
+            "                       every node has a CPU, else write)\n"
             "      --hb-ms N, --dead-ms N, --timeout-ms N   heartbeat, dead peer, event timeout\n"
             "      --corrupt-every N  test hook: corrupt every N-th fragment\n"
             "      --record FILE    run: append 16-byte records (event, flags, present) per event\n"
@@ -106,6 +109,7 @@ enum {
     O_REPEAT,
     O_PIN,
     O_WAIT,
+    O_TRANSFER,
 };
 
 static int parse_roles(struct evb_cli *c, const char *s)
@@ -205,6 +209,11 @@ static int parse_option(struct evb_cli *c, int opt, const char *arg)
     case O_CRC:
         o->crc = true;
         return 0;
+    case O_TRANSFER: {
+        int t = sdd_evb_transfer_parse(arg);
+        o->transfer = (sdd_evb_transfer)(t >= 0 ? t : 0);
+        return t >= 0 ? 0 : -1;
+    }
     case O_HB:
         return u32_arg(arg, 1, 600000, &o->hb_ms);
     case O_DEAD:
@@ -275,6 +284,7 @@ static int parse_args(int argc, char **argv, struct evb_cli *c)
         {"seed", required_argument, NULL, O_SEED},
         {"verify", required_argument, NULL, O_VERIFY},
         {"crc", no_argument, NULL, O_CRC},
+        {"transfer", required_argument, NULL, O_TRANSFER},
         {"hb-ms", required_argument, NULL, O_HB},
         {"dead-ms", required_argument, NULL, O_DEAD},
         {"timeout-ms", required_argument, NULL, O_TMO},
@@ -297,18 +307,21 @@ static int parse_args(int argc, char **argv, struct evb_cli *c)
     };
     optind = 1;
     int opt;
-    while ((opt = getopt_long(argc, argv, "p:n:e:b:c:s:r:h", longopts, NULL)) != -1) {
+    int at = -1;
+    while ((opt = getopt_long(argc, argv, "p:n:e:b:c:s:r:h", longopts, &at)) != -1) {
         if (opt == 'h') {
             usage(stdout);
             exit(0);
         }
         if (opt == '?' || parse_option(c, opt, optarg) != 0) {
-            if (opt != '?') {
-                fprintf(stderr, "sddaq evb: bad value '%s' for option %s%c\n", optarg,
-                        opt < 256 ? "-" : "", opt < 256 ? opt : ' ');
+            if (opt < 256 && opt != '?') {
+                fprintf(stderr, "sddaq evb: bad value '%s' for -%c\n", optarg, opt);
+            } else if (opt != '?') {
+                fprintf(stderr, "sddaq evb: bad value '%s' for --%s\n", optarg, longopts[at].name);
             }
             return -1;
         }
+        at = -1;
     }
     return 0;
 }
@@ -461,6 +474,7 @@ struct launch_result {
     uint64_t kill_ns;
     double failover_ms; /* kill to all re-sent bulks built (max over RUs) */
     double detect_ms;
+    uint32_t transfer; /* node 0's: SDD_EVB_TRANSFER_WRITE or _READ (every node agrees) */
 };
 
 static void *shared_map(size_t len)
@@ -583,6 +597,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     for (uint32_t i = 0; i < nn; i++) {
         res->built_bytes += g_sh->st[i].bytes_built;
     }
+    res->transfer = g_sh->st[0].transfer;
     if (res->secs > 0) {
         res->gbps_net = (double)res->net_bytes * 8e-9 / res->secs;
         res->gbps_built = (double)res->built_bytes * 8e-9 / res->secs;
@@ -604,16 +619,18 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                ",\"lost\":%" PRIu64 ",\"dup\":%" PRIu64 ",\"complete\":%" PRIu64
                ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64
                ",\"net_Gbps\":%.3f,\"built_Gbps\":%.3f,\"events_per_s\":%.0f,\"cpu_ru\":%.3f,"
-               "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f}\n",
+               "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f,"
+               "\"transfer\":\"%s\"}\n",
                o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, o->credits,
                o->src.mean, r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete,
                r->corrupt, r->gbps_net, r->gbps_built, r->evps, r->cpu_ru, r->cpu_bu, r->cpu_proc,
-               r->detect_ms, r->failover_ms);
+               r->detect_ms, r->failover_ms, sdd_evb_transfer_name(r->transfer));
     } else {
         printf("evb launch: %u nodes over %s, %" PRIu64 " events, bulk %u, credits %u, "
-               "fragment %u B\n",
+               "fragment %u B, bulks %s\n",
                o->nnodes, o->provider ? o->provider : "auto", o->events, o->bulk, o->credits,
-               o->src.mean);
+               o->src.mean,
+               r->transfer == SDD_EVB_TRANSFER_READ ? "read by the BUs" : "written by the RUs");
         printf("  %.3f s: %" PRIu64 " built, %" PRIu64 " lost, %" PRIu64 " built twice, %" PRIu64
                " complete, %" PRIu64 " incomplete, %" PRIu64 " corrupt\n",
                r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete, r->corrupt);
@@ -795,16 +812,17 @@ static int bench_point(const struct evb_cli *c, struct evb_cli *run)
                "\"evb_net_Gbps\":%.3f,\"evb_min_max\":[%.3f,%.3f],\"evb_per_node_Gbps\":%.3f,"
                "\"ratio_pct\":%.1f,\"ratio_oneway_pct\":%.1f,\"repeat\":%u,"
                "\"events_per_s\":%.0f,\"cpu_ru\":%.3f,\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,"
-               "\"lost\":%" PRIu64 ",\"dup\":%" PRIu64 "}\n",
+               "\"lost\":%" PRIu64 ",\"dup\":%" PRIu64 ",\"transfer\":\"%s\"}\n",
                o->provider, o->nnodes, o->src.mean, o->bulk, o->credits, bulk_bytes, sm.med, sm.min,
                sm.max, so.med, so.min, so.max, se.med, se.min, se.max, se.med / o->nnodes, ratio,
-               ratio_one, c->repeat, r.evps, r.cpu_ru, r.cpu_bu, r.cpu_proc, r.lost, r.dup);
+               ratio_one, c->repeat, r.evps, r.cpu_ru, r.cpu_bu, r.cpu_proc, r.lost, r.dup,
+               sdd_evb_transfer_name(r.transfer));
     } else {
         printf("%5u %7u %6u %7u %9.1f %9.2f %9.2f %9.2f %8.1f %8.1f %9.1f %7.0f %7.0f %7.0f "
-               "%5" PRIu64 " %4" PRIu64 "\n",
+               "%5" PRIu64 " %4" PRIu64 " %5s\n",
                o->nnodes, o->src.mean, o->bulk, o->credits, (double)bulk_bytes / 1024, so.med,
                sm.med, se.med, ratio, ratio_one, r.evps / 1e3, 100 * r.cpu_ru, 100 * r.cpu_bu,
-               100 * r.cpu_proc, r.lost, r.dup);
+               100 * r.cpu_proc, r.lost, r.dup, sdd_evb_transfer_name(r.transfer));
     }
     fflush(stdout);
     return lr != 0 || !r.ok || sm.med <= 0 || so.med <= 0 ? 1 : 0;
@@ -834,9 +852,9 @@ static int cmd_bench(struct evb_cli *c)
         c->o.verify = SDD_EVB_VERIFY_HEADER; /* LSEB checks headers; --verify full adds payloads */
     }
     if (!c->json) {
-        printf("%5s %7s %6s %7s %9s %9s %9s %9s %8s %8s %9s %7s %7s %7s %5s %4s\n", "nodes", "frag",
-               "bulk", "credits", "bulk[KB]", "1way[Gb]", "mesh[Gb]", "evb[Gb]", "evb/mesh",
-               "evb/1way", "kev/s", "RU[%]", "BU[%]", "proc[%]", "lost", "dup");
+        printf("%5s %7s %6s %7s %9s %9s %9s %9s %8s %8s %9s %7s %7s %7s %5s %4s %5s\n", "nodes",
+               "frag", "bulk", "credits", "bulk[KB]", "1way[Gb]", "mesh[Gb]", "evb[Gb]", "evb/mesh",
+               "evb/1way", "kev/s", "RU[%]", "BU[%]", "proc[%]", "lost", "dup", "xfer");
     }
     int rc = 0;
     for (int a = 0; a < c->n_nodes; a++) {

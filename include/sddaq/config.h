@@ -137,6 +137,7 @@ struct sdd_cfg_evb {
     uint32_t credits;      /* default fabric.credits (0 before fill) */
     uint32_t heartbeat_ms; /* default 100 */
     uint32_t timeout_ms;   /* event completion / peer timeout; default 1000 */
+    int transfer;          /* sdd_evb_transfer: 0 auto (default), 1 write, 2 read */
 };
 
 /* The RICH ring finder of a `rich` process stage (sdd_rich_find_opts; docs/trigger.md). */

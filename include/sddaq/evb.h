@@ -171,6 +171,15 @@ SDD_API long sdd_evb_source_fill(void *dst, size_t cap, uint16_t source, uint64_
 
 enum { SDD_EVB_ROLE_RU = 1, SDD_EVB_ROLE_BU = 2 };
 typedef enum { SDD_EVB_VERIFY_NONE = 0, SDD_EVB_VERIFY_HEADER, SDD_EVB_VERIFY_FULL } sdd_evb_verify;
+/* How a bulk crosses the fabric: the RU writes it into the BU's slot, or the RU announces it
+ * and the BU reads it from the RU's pool. Auto reads over shm when every node can have a CPU of
+ * its own (the BU's copy leaves the headers it validates next in its cache) and writes
+ * everywhere else (tcp emulates reads; docs/evb.md "Transfer"). */
+typedef enum {
+    SDD_EVB_TRANSFER_AUTO = 0,
+    SDD_EVB_TRANSFER_WRITE,
+    SDD_EVB_TRANSFER_READ
+} sdd_evb_transfer;
 
 typedef void (*sdd_evb_event_fn)(const struct sdd_evb_event *ev, void *arg);
 
@@ -206,6 +215,7 @@ struct sdd_evb_opts {
     double rate;               /* events/s per RU, 0 = as fast as possible */
     sdd_evb_verify verify;     /* default SDD_EVB_VERIFY_FULL */
     bool crc;                  /* RUs fill and BUs check CRC32C per fragment */
+    sdd_evb_transfer transfer; /* default SDD_EVB_TRANSFER_AUTO; every node must agree */
     uint32_t hb_ms;            /* heartbeat period (default 100) */
     uint32_t dead_ms;          /* a peer silent this long is declared dead (default 2000) */
     uint32_t event_timeout_ms; /* incomplete events leave after this (default 5000) */
@@ -218,6 +228,11 @@ struct sdd_evb_opts {
 
 /* Fill opts with the defaults above (2 nodes, both roles, 100000 events, 1 KiB fixed). */
 SDD_API void sdd_evb_opts_default(struct sdd_evb_opts *opts);
+/* "auto", "write", "read" <-> sdd_evb_transfer; parse returns -1 for anything else. */
+SDD_API int sdd_evb_transfer_parse(const char *s);
+SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
+/* Does a node of opts over `provider` read its bulks (true) or have them written (false)? */
+SDD_API bool sdd_evb_transfer_reads(const struct sdd_evb_opts *opts, const char *provider);
 
 struct sdd_evb_stats {
     /* RU */
@@ -235,6 +250,7 @@ struct sdd_evb_stats {
     uint64_t start_ns, end_ns;       /* data phase, monotonic */
     uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */
     uint64_t cpu_ns;                 /* process CPU time (user + system) */
+    uint32_t transfer;               /* what auto resolved to: SDD_EVB_TRANSFER_WRITE or _READ */
 };
 
 typedef struct sdd_evb_node sdd_evb_node;

@@ -22,6 +22,8 @@ const char *const cfg_frame_missing_names[] = {"drop", "pad", "partial", NULL};
 const char *const cfg_rich_method_names[] = {"hist", "ptolemy", NULL};
 const char *const cfg_rich_fit_names[] = {"taubin", "crawford", NULL};
 const char *const cfg_off_on_names[] = {"off", "on", NULL};
+/* In sdd_evb_transfer order. */
+const char *const cfg_transfer_names[] = {"auto", "write", "read", NULL};
 
 static const char *name_of(const char *const *names, size_t count, unsigned v)
 {

@@ -20,6 +20,7 @@ extern const char *const cfg_frame_missing_names[];
 extern const char *const cfg_rich_method_names[];
 extern const char *const cfg_rich_fit_names[];
 extern const char *const cfg_off_on_names[];
+extern const char *const cfg_transfer_names[];
 
 /* Defaults that fill and emit share. */
 #define CFG_DEFAULT_CONTROL_PORT 7020u

@@ -524,6 +524,7 @@ static const struct field stage_evb[] = {
     FLD(stg, credits, F_U32, evb.credits, 1, 65536),
     FLD(stg, heartbeat_ms, F_U32, evb.heartbeat_ms, 1, 3600000),
     FLD(stg, timeout_ms, F_U32, evb.timeout_ms, 1, 3600000),
+    FENUM(stg, transfer, evb.transfer, cfg_transfer_names),
 };
 static const struct field stage_process[] = {
     FENUM(stg, algorithm, process.algorithm, cfg_algo_names),

@@ -90,8 +90,8 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
     for (uint32_t i = 0; i < nru + nbu; i++) {
         const struct sdd_cfg_stage *a = i < nru ? rus[i]->cfg : bus[i - nru]->cfg;
         if (memcmp(&a->evb, &first_ru->evb, sizeof(a->evb)) != 0) {
-            SDD_ERROR(LOG, "%s: bulk_size, credits, heartbeat_ms and timeout_ms must be the same "
-                           "in every ru and bu (as in %s)", a->name, first_ru->name);
+            SDD_ERROR(LOG, "%s: bulk_size, credits, heartbeat_ms, timeout_ms and transfer must "
+                           "be the same in every ru and bu (as in %s)", a->name, first_ru->name);
             return SDD_EINVAL;
         }
     }
@@ -355,6 +355,7 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     o->credits = ec->credits;
     o->hb_ms = ec->heartbeat_ms;
     o->event_timeout_ms = ec->timeout_ms;
+    o->transfer = (sdd_evb_transfer)ec->transfer;
     o->dead_ms = o->hb_ms * 20 > 2000 ? o->hb_ms * 20 : 2000;
     const struct sdd_cfg_stage *src = source_of(cfg, rus[0]->cfg);
     o->rate = src->source.rate;
@@ -547,6 +548,13 @@ sdd_err run_evb_setup(struct sdd_run *r)
                       (e->ru ? e->ru : e->bu)->cfg->name, e->host, e->port, sdd_strerror(err));
         } else {
             e->port = sdd_evb_node_port(e->n);
+            if (e->bu != NULL) { /* what transfer: auto chose, for the summary */
+                struct sdd_evb_stats st;
+                sdd_evb_node_stats(e->n, &st);
+                snprintf(e->bu->detail, sizeof(e->bu->detail), "bulks %s",
+                         st.transfer == SDD_EVB_TRANSFER_READ ? "read from the RUs"
+                                                              : "written by the RUs");
+            }
         }
     }
     return err;

@@ -276,7 +276,12 @@ void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t 
     }
     n->st.bulks_rx++;
     size_t avail = len != 0 && len <= n->slot_size ? len : n->slot_size;
-    bulk_arrived(n, ru, n->bu->mem + ((size_t)ru * 2 * C + slot) * n->slot_size, avail, slot);
+    bulk_arrived(n, ru, evb_bu_slot(n, ru, slot), avail, slot);
+}
+
+uint8_t *evb_bu_slot(const struct sdd_evb_node *n, uint32_t ru, uint32_t slot)
+{
+    return n->bu->mem + ((size_t)ru * 2 * n->o.credits + slot) * n->slot_size;
 }
 
 void evb_bu_on_local(struct sdd_evb_node *n, uint32_t ru, const void *bulk, size_t len)

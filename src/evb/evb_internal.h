@@ -32,7 +32,7 @@ bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
  * the bulk after the metadata. */
 bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);
 
-enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK, CTL_BUILT };
+enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK, CTL_BUILT, CTL_PULL };
 
 /* Control message, 32 bytes, sent as a fabric message. */
 struct evb_ctl {
@@ -42,8 +42,8 @@ struct evb_ctl {
     uint64_t a;    /* ACK, BULK, BUILT: bulk id; DONE: bulks in the run */
     uint32_t b;    /* ACK, BULK: slot */
     uint32_t c;    /* ACK: 1 = duplicate or late (slot freed, bulk not built here);
-                      BULK: bytes written into the slot */
-    uint64_t d;
+                      BULK: bytes written into the slot; PULL: bytes to read */
+    uint64_t d;    /* PULL: the bulk's offset in the RU's pool */
 };
 
 /* Bootstrap info blob. */
@@ -52,10 +52,11 @@ struct evb_hello {
     uint32_t node;
     uint64_t cfg_hash;     /* every option that both sides must agree on */
     struct sdd_rkey slots; /* the BU slot region (len 0 when the node has no BU) */
+    struct sdd_rkey pool;  /* the RU bulk pool, for BUs that read (len 0: no RU, or writes) */
 };
 
 /* Operation tags: every completion's ctx points at one. */
-enum tag_kind { TAG_CTL_RX = 1, TAG_CTL_TX, TAG_BULK };
+enum tag_kind { TAG_CTL_RX = 1, TAG_CTL_TX, TAG_BULK, TAG_PULL };
 struct evb_tag {
     uint8_t kind;
     uint32_t idx;
@@ -67,10 +68,12 @@ struct evb_peer {
     bool done; /* its RU said DONE */
     uint64_t last_rx_ns;
     struct sdd_rkey slots;
+    struct sdd_rkey pool;
 };
 
 struct evb_ru;
 struct evb_bu;
+struct evb_pull;
 
 struct sdd_evb_node {
     struct sdd_evb_opts o;
@@ -91,6 +94,7 @@ struct sdd_evb_node {
     bool connected;
     bool use_imm; /* announce bulks by immediate data (else by a BULK message) */
     bool huge_pages; /* RU pool and BU slots on huge pages (sdd_bigbuf_huge_for) */
+    bool pull;       /* BUs read announced bulks from the RUs' pools (else RUs write them) */
     /* control messages */
     sdd_mr *ctl_mr;
     struct evb_ctl *ctl_rx, *ctl_tx;
@@ -103,18 +107,23 @@ struct sdd_evb_node {
     uint64_t next_hb_ns;
     struct evb_ru *ru;
     struct evb_bu *bu;
+    struct evb_pull *pl; /* the BU's reads when pulling */
     struct sdd_evb_stats st;
 };
 
 /* node.c */
 void evb_ctl_send(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a, uint32_t b,
                   uint32_t c);
+/* The same with the fourth field (CTL_PULL's pool offset). */
+void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a,
+                    uint32_t b, uint32_t c, uint64_t d);
 /* Declare node `node` dead (idempotent): close its peer and tell the RU and BU. */
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
 
 /* ru.c */
 sdd_err evb_ru_create(struct sdd_evb_node *n);
 void evb_ru_destroy(struct sdd_evb_node *n);
+sdd_mr *evb_ru_mr(const struct sdd_evb_node *n);
 /* Generate and send what can be; returns work done (0 = idle). */
 int evb_ru_step(struct sdd_evb_node *n, uint64_t now);
 void evb_ru_on_ack(struct sdd_evb_node *n, uint32_t bu, uint64_t bulk_id, uint32_t slot, bool dup);
@@ -135,6 +144,8 @@ sdd_err evb_ru_hold_at(struct sdd_evb_node *n, uint64_t bulks);
 sdd_err evb_bu_create(struct sdd_evb_node *n);
 void evb_bu_destroy(struct sdd_evb_node *n);
 sdd_mr *evb_bu_mr(const struct sdd_evb_node *n);
+/* Slot `slot` of RU `ru` in the BU's region (both already checked). */
+uint8_t *evb_bu_slot(const struct sdd_evb_node *n, uint32_t ru, uint32_t slot);
 /* A remote RU's bulk landed in slot (ru, slot). */
 void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t len);
 /* The local RU hands over a bulk by pointer; it stays the RU's until evb_ru_on_ack. */
@@ -146,5 +157,18 @@ int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
 bool evb_bu_finished(const struct sdd_evb_node *n);
 /* Building time spent inside the local RU's step since the last call. */
 uint64_t evb_bu_take_local_ns(struct sdd_evb_node *n);
+
+/* bu_pull.c: with n->pull the BU reads each announced bulk into its slot itself, so the first
+ * touch of the fragment headers finds them in this core's cache. */
+sdd_err evb_pull_create(struct sdd_evb_node *n);
+void evb_pull_destroy(struct sdd_evb_node *n);
+/* RU `ru` announced `len` bytes at `off` in its pool for slot `slot`. */
+void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, uint32_t len,
+                          uint64_t off);
+void evb_pull_on_done(struct sdd_evb_node *n, uint32_t idx, sdd_err status);
+/* Post the reads the endpoint refused before; returns how many went. */
+int evb_pull_step(struct sdd_evb_node *n);
+/* Reads in flight or waiting to be posted. */
+uint32_t evb_pull_busy(const struct sdd_evb_node *n);
 
 #endif

@@ -3,10 +3,13 @@
  * and the single-threaded loop that drives the node's RU and BU. */
 #include <inttypes.h>
 #include <poll.h>
+#include <stdio.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "evb_internal.h"
 #include "sddaq/bigbuf.h"
@@ -30,6 +33,56 @@ void sdd_evb_opts_default(struct sdd_evb_opts *o)
     o->hb_ms = 100;
     o->dead_ms = 2000;
     o->event_timeout_ms = 5000;
+}
+
+int sdd_evb_transfer_parse(const char *s)
+{
+    static const char *const names[] = {"auto", "write", "read"};
+    for (int i = 0; i < 3; i++) {
+        if (s != NULL && strcmp(s, names[i]) == 0) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+const char *sdd_evb_transfer_name(sdd_evb_transfer t)
+{
+    return t == SDD_EVB_TRANSFER_WRITE ? "write" : t == SDD_EVB_TRANSFER_READ ? "read" : "auto";
+}
+
+/* libfabric's shm copies by cross-memory attach, which the initiator of a read does itself,
+ * unless told not to (FI_SHM_DISABLE_CMA) or unless Yama forbids sibling processes to read each
+ * other (ptrace_scope > 0); then data goes through the target's bounce buffers. */
+static bool shm_has_cma(void)
+{
+    const char *off = getenv("FI_SHM_DISABLE_CMA");
+    if (off != NULL && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
+                        strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0)) {
+        return false;
+    }
+    int scope = 0;
+    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%d", &scope) != 1) {
+            scope = 0;
+        }
+        fclose(f);
+    }
+    return scope == 0;
+}
+
+bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
+{
+    if (o->transfer != SDD_EVB_TRANSFER_AUTO) {
+        return o->transfer == SDD_EVB_TRANSFER_READ;
+    }
+    /* Measured (docs/PERFORMANCE.md): reads gain 14-30 % over shm with CMA and a CPU per node;
+     * they lose 10-20 % with more nodes than CPUs, 10-15 % over shm without CMA and 20-30 %
+     * over tcp, where rxm emulates them. shm nodes share one host: its CPUs are theirs. */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return provider != NULL && strncmp(provider, "shm", 3) == 0 && cpus > 0 &&
+           o->nnodes <= (uint32_t)cpus && shm_has_cma();
 }
 
 static uint64_t hash_add(uint64_t h, uint64_t v)
@@ -60,6 +113,10 @@ static sdd_err check_opts(const struct sdd_evb_opts *o)
     if (o->events == 0 || o->src.mean == 0 || (o->src.max != 0 && o->src.max < o->src.min) ||
         o->src.dist > SDD_EVB_SIZE_LOGNORMAL || o->rate < 0) {
         SDD_ERROR(LOG, "bad events, fragment size or rate");
+        return SDD_EINVAL;
+    }
+    if (o->verify > SDD_EVB_VERIFY_FULL || o->transfer > SDD_EVB_TRANSFER_READ) {
+        SDD_ERROR(LOG, "bad verify or transfer mode");
         return SDD_EINVAL;
     }
     if ((o->feed.payload == NULL) != (o->feed.ready == NULL)) {
@@ -166,6 +223,8 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
      * some paths, which the fabric layer cannot tell from its own operations; announce bulks
      * there by a message sent after the write completed. */
     n->use_imm = strncmp(n->info->provider, "shm", 3) != 0 && getenv("SDDAQ_EVB_NO_IMM") == NULL;
+    n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
+    n->cfg_hash = hash_add(n->cfg_hash, n->pull);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
     size_t ctl_bytes = sizeof(struct evb_ctl) * (EVB_CTL_RX + EVB_CTL_TX);
     n->ctl_rx = aligned_alloc(64, ctl_bytes);
@@ -190,7 +249,8 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
     for (uint32_t i = 0; i < EVB_CTL_TX; i++) {
         n->ctl_tx_tag[i] = (struct evb_tag){TAG_CTL_TX, i};
     }
-    if (n->bu_of[n->self] >= 0 && (err = evb_bu_create(n)) != SDD_OK) {
+    if (n->bu_of[n->self] >= 0 &&
+        ((err = evb_bu_create(n)) != SDD_OK || (err = evb_pull_create(n)) != SDD_OK)) {
         goto out_free;
     }
     if (n->ru_of[n->self] >= 0 && (err = evb_ru_create(n)) != SDD_OK) {
@@ -232,6 +292,7 @@ static sdd_err check_hello(struct sdd_evb_node *n, sdd_peer *p, uint32_t *node)
         return SDD_EPROTO;
     }
     n->peers[h->node].slots = h->slots;
+    n->peers[h->node].pool = h->pool;
     *node = h->node;
     return SDD_OK;
 }
@@ -242,6 +303,9 @@ sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts, const ui
     struct evb_hello me = {.magic = EVB_HELLO_MAGIC, .node = n->self, .cfg_hash = n->cfg_hash};
     if (n->bu) {
         sdd_mr_rkey(evb_bu_mr(n), &me.slots);
+    }
+    if (n->ru && n->pull) {
+        sdd_mr_rkey(evb_ru_mr(n), &me.pool);
     }
     uint64_t deadline = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
     sdd_err err = SDD_OK;
@@ -349,8 +413,19 @@ static sdd_err ctl_post(struct sdd_evb_node *n, uint32_t to, const struct evb_ct
 void evb_ctl_send(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t a, uint32_t b,
                   uint32_t c)
 {
-    struct evb_ctl m = {
-        .magic = EVB_CTL_MAGIC, .type = type, .from = (uint16_t)n->self, .a = a, .b = b, .c = c};
+    evb_ctl_send_d(n, to, type, a, b, c, 0);
+}
+
+void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t a, uint32_t b,
+                    uint32_t c, uint64_t d)
+{
+    struct evb_ctl m = {.magic = EVB_CTL_MAGIC,
+                        .type = type,
+                        .from = (uint16_t)n->self,
+                        .a = a,
+                        .b = b,
+                        .c = c,
+                        .d = d};
     if (n->backlog_n > 0 || ctl_post(n, to, &m) == SDD_EAGAIN) {
         backlog_push(n, to, &m);
     }
@@ -423,6 +498,11 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, 
             evb_bu_on_write(n, (uint32_t)n->ru_of[m->from], m->b, m->c);
         }
         break;
+    case CTL_PULL:
+        if (n->bu && n->ru_of[m->from] >= 0) {
+            evb_pull_on_announce(n, (uint32_t)n->ru_of[m->from], m->b, m->c, m->d);
+        }
+        break;
     case CTL_BUILT:
         if (n->bu) {
             evb_bu_on_built_elsewhere(n, m->a);
@@ -486,6 +566,9 @@ static void handle_cqe(struct sdd_evb_node *n, const struct sdd_cqe *c, uint64_t
         break;
     case TAG_BULK:
         evb_ru_on_write_done(n, t->idx, c->status);
+        break;
+    case TAG_PULL:
+        evb_pull_on_done(n, t->idx, c->status);
         break;
     }
 }
@@ -594,6 +677,7 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
     }
     work += got;
     work += backlog_flush(n);
+    work += evb_pull_step(n);
     heartbeat(n, now);
     if (n->st.start_ns == 0) {
         if (!all_heard(n)) {
@@ -627,7 +711,8 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
     }
     bool fin =
-        (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) && n->backlog_n == 0;
+        (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) && n->backlog_n == 0 &&
+        evb_pull_busy(n) == 0;
     if (fin) {
         if (n->st.end_ns == 0) {
             n->st.end_ns = sdd_now_ns();
@@ -693,6 +778,7 @@ sdd_err sdd_evb_node_end(sdd_evb_node *n, uint64_t bulks)
 void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)
 {
     *out = n->st;
+    out->transfer = n->pull ? SDD_EVB_TRANSFER_READ : SDD_EVB_TRANSFER_WRITE;
     if (out->end_ns == 0 && out->start_ns != 0) {
         out->end_ns = sdd_now_ns();
         out->cpu_ns = cpu_ns() - n->st.cpu_ns;
@@ -723,6 +809,7 @@ void sdd_evb_node_destroy(sdd_evb_node *n)
         }
     }
     evb_ru_destroy(n);
+    evb_pull_destroy(n);
     evb_bu_destroy(n);
     sdd_mr_close(n->ctl_mr);
     sdd_ep_close(n->ep);

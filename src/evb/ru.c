@@ -73,7 +73,8 @@ sdd_err evb_ru_create(struct sdd_evb_node *n)
         return SDD_ENOMEM;
     }
     memset(ru->mem, 0, bytes); /* fault every page in now, not on the data path */
-    sdd_err err = sdd_mr_reg(n->ep, ru->mem, bytes, SDD_ACCESS_LOCAL, &ru->mr);
+    unsigned access = SDD_ACCESS_LOCAL | (n->pull ? SDD_ACCESS_REMOTE_READ : 0);
+    sdd_err err = sdd_mr_reg(n->ep, ru->mem, bytes, access, &ru->mr);
     if (err != SDD_OK) {
         return err;
     }
@@ -87,6 +88,11 @@ sdd_err evb_ru_create(struct sdd_evb_node *n)
     }
     ru->nseq = (n->nbulks + n->nbu - 1) / n->nbu * n->nbu;
     return SDD_OK;
+}
+
+sdd_mr *evb_ru_mr(const struct sdd_evb_node *n)
+{
+    return n->ru->mr;
 }
 
 void evb_ru_destroy(struct sdd_evb_node *n)
@@ -208,6 +214,18 @@ static void bulk_free(struct evb_ru *ru, struct ru_bulk *b)
     ru->busy--;
 }
 
+/* b went to BU t's slot: the slot is taken until the acknowledgement. */
+static int sent(struct sdd_evb_node *n, struct ru_bulk *b, int t, uint32_t slot)
+{
+    n->ru->free_slots[t] &= ~(1ull << slot);
+    b->state = B_SENT;
+    b->bu = t;
+    b->slot = slot;
+    n->st.bulks_sent++;
+    n->st.bytes_sent += b->bytes;
+    return 1;
+}
+
 /* Send b to its scheduled BU. Returns 1 sent, 0 must wait, -1 no BU left. */
 static int send_bulk(struct sdd_evb_node *n, struct ru_bulk *b, bool resend)
 {
@@ -238,6 +256,11 @@ static int send_bulk(struct sdd_evb_node *n, struct ru_bulk *b, bool resend)
     } else {
         return 0;
     }
+    if (n->pull) { /* the BU reads it; the buffer stays ours until its acknowledgement */
+        evb_ctl_send_d(n, node, CTL_PULL, b->id, slot, (uint32_t)b->bytes,
+                       (uint64_t)(b->buf - ru->mem));
+        return sent(n, b, t, slot);
+    }
     uint64_t off = ((uint64_t)ru->r * 2 * C + slot) * n->slot_size;
     uint64_t imm = ((uint64_t)ru->r << 16) | slot;
     sdd_err err = n->use_imm
@@ -252,14 +275,8 @@ static int send_bulk(struct sdd_evb_node *n, struct ru_bulk *b, bool resend)
         evb_peer_dead(n, node, sdd_errname(err));
         return 0;
     }
-    ru->free_slots[t] &= ~(1ull << slot);
-    b->state = B_SENT;
-    b->bu = t;
-    b->slot = slot;
     b->writes++;
-    n->st.bulks_sent++;
-    n->st.bytes_sent += b->bytes;
-    return 1;
+    return sent(n, b, t, slot);
 }
 
 int evb_ru_step(struct sdd_evb_node *n, uint64_t now)

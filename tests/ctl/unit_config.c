@@ -8,6 +8,7 @@
 #include "check.h"
 
 #include "sddaq/config.h"
+#include "sddaq/evb.h"
 #include "sddaq/rich.h"
 
 static void dump(const struct sdd_config_diag *d)
@@ -146,6 +147,7 @@ static void test_default(void)
     CHECK(r >= 0 && cfg->stages[r].type == SDD_STAGE_FEEDBACK);
     long ru = sdd_config_find_stage(cfg, "ru0");
     CHECK(ru >= 0 && cfg->stages[ru].evb.credits == 16 && cfg->stages[ru].evb.bulk_size == 64);
+    CHECK(ru >= 0 && cfg->stages[ru].evb.transfer == SDD_EVB_TRANSFER_AUTO);
     /* One tracker sector read out by two boards: both hough-emu, same seed and pileup. */
     for (int k = 0; k < 2; k++) {
         long si = sdd_config_find_stage(cfg, k == 0 ? "src0" : "src1");
@@ -606,6 +608,8 @@ static void test_stage_keys(void)
                  "out of range");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: camera}\n", "2:35: stages[0].kind",
                  "unknown value 'camera'");
+    EXPECT_ERROR("stages:\n  - {name: r, type: ru, transfer: sideways}\n",
+                 "2:35: stages[0].transfer", "unknown value 'sideways'");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: udp}\n", "2:5: stages[0].listen",
                  "a 'udp' source needs");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, listen: \"h:1\"}\n",

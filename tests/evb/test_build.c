@@ -5,9 +5,13 @@
  * on. */
 #include "evbtest.h"
 
+/* Every test runs twice: RUs writing bulks into BU slots, and BUs reading them. */
+static sdd_evb_transfer transfer;
+
 static void base_opts(struct sdd_evb_opts *o, uint32_t nnodes, uint64_t events)
 {
     sdd_evb_opts_default(o);
+    o->transfer = transfer;
     o->nnodes = nnodes;
     o->events = events;
     o->dead_ms = 5000;
@@ -41,6 +45,9 @@ static void check_all_built_once(const struct sdd_evb_opts *o, const int *status
         wrong += atomic_load(&et_sh->present[e]) != all;
     }
     CHECK_EQ(wrong, 0);
+    for (uint32_t i = 0; i < o->nnodes; i++) {
+        CHECK_EQ(et_sh->stats[i].transfer, transfer); /* what the nodes did, not just asked */
+    }
     printf("  %llu events built once each, %llu bulks by the local shortcut\n",
            (unsigned long long)o->events, (unsigned long long)local);
 }
@@ -140,9 +147,14 @@ static void test_corrupt(void)
 int main(int argc, char **argv)
 {
     et_init(argc, argv);
-    test_combined();
-    test_split_roles();
-    test_one_credit();
-    test_corrupt();
+    const sdd_evb_transfer modes[] = {SDD_EVB_TRANSFER_WRITE, SDD_EVB_TRANSFER_READ};
+    for (int m = 0; m < 2; m++) {
+        transfer = modes[m];
+        printf("== bulks %s\n", sdd_evb_transfer_name(transfer));
+        test_combined();
+        test_split_roles();
+        test_one_credit();
+        test_corrupt();
+    }
     return check_finish();
 }

@@ -5,9 +5,13 @@
  * flagged incomplete with that source lost, and every other event complete. */
 #include "evbtest.h"
 
+/* Every test runs twice: RUs writing bulks into BU slots, and BUs reading them. */
+static sdd_evb_transfer transfer;
+
 static void base_opts(struct sdd_evb_opts *o, uint64_t events)
 {
     sdd_evb_opts_default(o);
+    o->transfer = transfer;
     o->nnodes = 5;
     o->events = events;
     o->bulk = 20;
@@ -137,8 +141,13 @@ int main(int argc, char **argv)
          * poster spin forever. Seen here with FI_SHM_DISABLE_CMA=1. Opt in to try anyway. */
         return check_skip("SIGKILL of a peer can wedge libfabric shm (set SDDAQ_EVB_SHM_KILL=1)");
     }
-    test_kill_bu();
-    test_stop_bu();
-    test_kill_ru();
+    const sdd_evb_transfer modes[] = {SDD_EVB_TRANSFER_WRITE, SDD_EVB_TRANSFER_READ};
+    for (int m = 0; m < 2; m++) {
+        transfer = modes[m];
+        printf("== bulks %s\n", sdd_evb_transfer_name(transfer));
+        test_kill_bu();
+        test_stop_bu();
+        test_kill_ru();
+    }
     return check_finish();
 }

@@ -3,7 +3,8 @@
 # once; three separate `evb run` processes with event records tallied by `evb check`; a builder
 # unit killed with SIGKILL mid-run (no event lost or built twice); a readout unit killed (its
 # events leave flagged incomplete); injected corrupt fragments counted exactly; `evb bench`
-# with its two raw references (one-way `perf self`, all-to-all `perf mesh`); usage errors.
+# with its two raw references (one-way `perf self`, all-to-all `perf mesh`); bulks read by the
+# BUs, and nodes of different transfer modes refused; usage errors.
 # Usage: test_evb_cli.sh PATH_TO_SDDAQ
 set -uo pipefail
 sddaq=${1:?usage: test_evb_cli.sh PATH_TO_SDDAQ}
@@ -91,7 +92,31 @@ assert abs(r["ratio_pct"] - 100 * r["evb_net_Gbps"] / r["mesh_Gbps"]) < 0.1, r
 assert abs(r["ratio_oneway_pct"] - 100 * r["evb_net_Gbps"] / r["oneway_Gbps"]) < 0.1, r
 PY
 
-# 7. Usage errors are clear and exit 2.
+# 7. Transfer modes: a read-mode launch reports and does reads; nodes that disagree refuse to
+#    run together (the options hash of their hellos differs) instead of mixing protocols.
+"$sddaq" evb launch -n 2 -p tcp -e 20000 --transfer read --json >"$work/t.json" 2>/dev/null
+check "transfer read: exit status" test $? -eq 0
+check "transfer read: reported" test "$(field "$work/t.json" transfer)" = read
+check "transfer read: all complete" test "$(field "$work/t.json" complete)" = 20000
+ports=$(python3 -c 'import socket
+ss=[socket.socket() for _ in range(2)]
+[s.bind(("127.0.0.1",0)) for s in ss]
+print(",".join("127.0.0.1:%d" % s.getsockname()[1] for s in ss))')
+timeout 60 "$sddaq" evb run -p tcp --node 0 --nodes "$ports" -e 2000 --transfer read \
+    >/dev/null 2>"$work/mix0.err" &
+mix0=$!
+timeout 60 "$sddaq" evb run -p tcp --node 1 --nodes "$ports" -e 2000 --transfer write \
+    >/dev/null 2>"$work/mix1.err"
+mix1=$?
+wait $mix0
+mix0=$?
+check "mixed transfer modes refused" test $mix0 -ne 0 -a $mix1 -ne 0
+check "mixed transfer modes named" grep -q "different options" "$work/mix0.err" "$work/mix1.err"
+"$sddaq" evb launch --transfer sideways >/dev/null 2>"$work/t.err"
+check "bad transfer rejected" test $? -eq 2
+check "bad transfer named" grep -q -- "--transfer" "$work/t.err"
+
+# 8. Usage errors are clear and exit 2.
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
 check "bad credits rejected" test $? -eq 2
 "$sddaq" evb run -e 10 >/dev/null 2>&1

@@ -141,7 +141,8 @@ wait "$bg" || fail "http: run exit $?: $(cat "$dir/http.json" "$dir/http.err")"
 bg=
 ok_run "$(cat "$dir/http.json")" "http"
 
-# 5. evb-emu sources, an RU-only node, prescale into raw, and a null writer beside it.
+# 5. evb-emu sources, an RU-only node (its bulks read by the BU), prescale into raw, and a null
+# writer beside it.
 cat >"$dir/prescale.yaml" <<EOF
 run: {name: ps, output_dir: $dir/ps}
 fabric: {provider: tcp}
@@ -149,9 +150,9 @@ nodes: [{name: n, control_port: 0}]
 stages:
   - {name: s0, type: source, kind: evb-emu, fragment: {dist: uniform, size: 512}}
   - {name: s1, type: source, kind: evb-emu, fragment: {dist: uniform, size: 512}}
-  - {name: ru0, type: ru, bulk_size: 32, credits: 4}
-  - {name: ru1, type: ru, bulk_size: 32, credits: 4}
-  - {name: bu0, type: bu, bulk_size: 32, credits: 4}
+  - {name: ru0, type: ru, bulk_size: 32, credits: 4, transfer: read}
+  - {name: ru1, type: ru, bulk_size: 32, credits: 4, transfer: read}
+  - {name: bu0, type: bu, bulk_size: 32, credits: 4, transfer: read}
   - {name: keep, type: process, algorithm: prescale, factor: 7, threads: 2}
   - {name: sample, type: writer, format: raw}
   - {name: all, type: writer, format: null}
@@ -170,6 +171,7 @@ ok_run "$json" "prescale"
 [ "$(field "$json" kept)" = 1000 ] || fail "prescale: kept: $json"
 [ "$(stage "$json" sample events_out)" = 1000 ] || fail "prescale: raw records: $json"
 [ "$(stage "$json" all events_out)" = 7000 ] || fail "prescale: null writer: $json"
+[ "$(stage "$json" bu0 detail)" = "bulks read from the RUs" ] || fail "prescale: transfer: $json"
 raw=$(stage "$json" sample detail)
 out=$("$sddaq" inspect "$raw" --verify) || fail "prescale: inspect $raw: $out"
 grep -q "^records  *1000$" <<<"$out" || fail "prescale: $out"
