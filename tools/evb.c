@@ -424,7 +424,9 @@ static void launch_event(const struct sdd_evb_event *ev, void *arg)
     if (old == 255) {
         atomic_store(&g_count[ev->event_id], 255);
     }
-    atomic_fetch_or(&g_flags[ev->event_id], (uint8_t)ev->flags);
+    if (ev->flags != 0) { /* most events have none: one locked operation per event, not two */
+        atomic_fetch_or(&g_flags[ev->event_id], (uint8_t)ev->flags);
+    }
     /* One shared counter for all nodes: touch it once per bulk, not per event. */
     static uint64_t pending;
     pending++;
