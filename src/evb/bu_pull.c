@@ -16,6 +16,7 @@ struct evb_pull {
     struct evb_tag *tag;
     uint32_t *len;
     uint64_t *off;
+    uint64_t *id;                     /* the bulk announced for the slot */
     uint64_t want[SDD_EVB_MAX_NODES]; /* per RU, bit s: read of slot s not posted yet */
     uint64_t busy[SDD_EVB_MAX_NODES]; /* per RU, bit s: announced, not read yet */
     uint32_t nwant, inflight;
@@ -36,7 +37,8 @@ sdd_err evb_pull_create(struct sdd_evb_node *n)
     pl->tag = calloc(slots, sizeof(*pl->tag));
     pl->len = calloc(slots, sizeof(*pl->len));
     pl->off = calloc(slots, sizeof(*pl->off));
-    if (pl->tag == NULL || pl->len == NULL || pl->off == NULL) {
+    pl->id = calloc(slots, sizeof(*pl->id));
+    if (pl->tag == NULL || pl->len == NULL || pl->off == NULL || pl->id == NULL) {
         return SDD_ENOMEM;
     }
     for (size_t i = 0; i < slots; i++) {
@@ -54,6 +56,7 @@ void evb_pull_destroy(struct sdd_evb_node *n)
     free(pl->tag);
     free(pl->len);
     free(pl->off);
+    free(pl->id);
     free(pl);
     n->pl = NULL;
 }
@@ -85,7 +88,7 @@ static bool try_post(struct sdd_evb_node *n, uint32_t ru, uint32_t slot)
 }
 
 void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, uint32_t len,
-                          uint64_t off)
+                          uint64_t off, uint64_t bulk_id)
 {
     struct evb_pull *pl = n->pl;
     const struct sdd_rkey *pool = ru < n->nru ? &n->peers[n->ru_node[ru]].pool : NULL;
@@ -100,6 +103,7 @@ void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, ui
     uint32_t i = ru * pl->per_ru + slot;
     pl->len[i] = len;
     pl->off[i] = off;
+    pl->id[i] = bulk_id;
     pl->busy[ru] |= 1ull << slot;
     if (pl->nwant > 0 || !try_post(n, ru, slot)) {
         pl->want[ru] |= 1ull << slot; /* keep the order: earlier refusals go first */
@@ -116,7 +120,14 @@ void evb_pull_on_done(struct sdd_evb_node *n, uint32_t idx, sdd_err status)
     uint32_t ru = idx / pl->per_ru, slot = idx % pl->per_ru;
     pl->inflight--;
     pl->busy[ru] &= ~(1ull << slot);
-    if (status == SDD_OK) {
+    const struct sdd_evb_bulk_hdr *h = (const void *)evb_bu_slot(n, ru, slot);
+    if (status == SDD_OK && h->bulk_id != pl->id[idx]) {
+        /* The RU reused that buffer: it had given this BU up for dead (one that was only
+         * stopped and came back reads what the buffer holds now). Never build it here. */
+        n->st.bulks_late++;
+        SDD_WARN(LOG, "BU: ru %u slot %u held bulk %llu, not the announced %llu: dropped", ru, slot,
+                 (unsigned long long)h->bulk_id, (unsigned long long)pl->id[idx]);
+    } else if (status == SDD_OK) {
         evb_bu_on_write(n, ru, slot, pl->len[idx]);
     } else if (status != SDD_ECANCELED) {
         evb_peer_dead(n, n->ru_node[ru], sdd_errname(status));

@@ -500,7 +500,7 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, 
         break;
     case CTL_PULL:
         if (n->bu && n->ru_of[m->from] >= 0) {
-            evb_pull_on_announce(n, (uint32_t)n->ru_of[m->from], m->b, m->c, m->d);
+            evb_pull_on_announce(n, (uint32_t)n->ru_of[m->from], m->b, m->c, m->d, m->a);
         }
         break;
     case CTL_BUILT:
