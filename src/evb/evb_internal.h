@@ -13,6 +13,7 @@
 #define EVB_HELLO_MAGIC 0x4F4C4845u /* "EHLO" */
 #define EVB_CTL_RX      256         /* control receives posted at once */
 #define EVB_CTL_TX      1024        /* control sends in flight */
+#define EVB_CTL_BATCH   8           /* control records per fabric message, at most */
 #define EVB_MAX_CREDITS 32          /* regular slots per RU per BU (and as many for re-sends) */
 #define EVB_ACK_MEMORY  (2 * EVB_MAX_CREDITS) /* built bulks an RU remembers per BU */
 
@@ -34,7 +35,7 @@ bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);
 
 enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK, CTL_BUILT, CTL_PULL };
 
-/* Control message, 32 bytes, sent as a fabric message. */
+/* Control record, 32 bytes; a fabric message carries 1 to EVB_CTL_BATCH of them (ctl.c). */
 struct evb_ctl {
     uint32_t magic;
     uint16_t type;
@@ -101,6 +102,9 @@ struct sdd_evb_node {
     struct evb_tag ctl_rx_tag[EVB_CTL_RX], ctl_tx_tag[EVB_CTL_TX];
     bool ctl_tx_busy[EVB_CTL_TX];
     uint32_t ctl_tx_next;
+    struct evb_ctl stage[SDD_EVB_MAX_NODES][EVB_CTL_BATCH]; /* per peer, this loop turn */
+    uint8_t nstaged[SDD_EVB_MAX_NODES];
+    uint32_t staged;
     struct evb_ctl *backlog; /* control messages refused with EAGAIN, sent later */
     uint32_t *backlog_to;
     uint32_t backlog_n, backlog_cap;
@@ -111,12 +115,19 @@ struct sdd_evb_node {
     struct sdd_evb_stats st;
 };
 
-/* node.c */
+/* ctl.c: records are staged per peer and leave at evb_ctl_flush, which the node loop calls
+ * every turn (and before it waits or ends). */
 void evb_ctl_send(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a, uint32_t b,
                   uint32_t c);
 /* The same with the fourth field (CTL_PULL's pool offset). */
 void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a,
                     uint32_t b, uint32_t c, uint64_t d);
+/* Send what is staged and what waits in the backlog; returns messages sent. */
+int evb_ctl_flush(struct sdd_evb_node *n);
+/* Nothing staged, nothing waiting. */
+bool evb_ctl_idle(const struct sdd_evb_node *n);
+
+/* node.c */
 /* Declare node `node` dead (idempotent): close its peer and tell the RU and BU. */
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
 

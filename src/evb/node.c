@@ -183,8 +183,8 @@ static void node_layout(struct sdd_evb_node *n)
 
 static sdd_err post_ctl_rx(struct sdd_evb_node *n, uint32_t i)
 {
-    return sdd_ep_post_recv(n->ep, &n->ctl_rx[i], sizeof(struct evb_ctl), n->ctl_mr,
-                            &n->ctl_rx_tag[i]);
+    return sdd_ep_post_recv(n->ep, n->ctl_rx + (size_t)i * EVB_CTL_BATCH,
+                            EVB_CTL_BATCH * sizeof(struct evb_ctl), n->ctl_mr, &n->ctl_rx_tag[i]);
 }
 
 sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
@@ -226,14 +226,14 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
     n->cfg_hash = hash_add(n->cfg_hash, n->pull);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
-    size_t ctl_bytes = sizeof(struct evb_ctl) * (EVB_CTL_RX + EVB_CTL_TX);
+    size_t ctl_bytes = sizeof(struct evb_ctl) * EVB_CTL_BATCH * (EVB_CTL_RX + EVB_CTL_TX);
     n->ctl_rx = aligned_alloc(64, ctl_bytes);
     if (n->ctl_rx == NULL) {
         err = SDD_ENOMEM;
         goto out_free;
     }
     memset(n->ctl_rx, 0, ctl_bytes);
-    n->ctl_tx = n->ctl_rx + EVB_CTL_RX;
+    n->ctl_tx = n->ctl_rx + (size_t)EVB_CTL_RX * EVB_CTL_BATCH;
     err = sdd_mr_reg(n->ep, n->ctl_rx, ctl_bytes, SDD_ACCESS_LOCAL, &n->ctl_mr);
     if (err != SDD_OK) {
         goto out_free;
@@ -359,96 +359,6 @@ sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts, const ui
     return SDD_OK;
 }
 
-/* ---- control messages --------------------------------------------------------------------- */
-
-static void backlog_push(struct sdd_evb_node *n, uint32_t to, const struct evb_ctl *m)
-{
-    if (n->backlog_n == n->backlog_cap) {
-        uint32_t cap = n->backlog_cap ? 2 * n->backlog_cap : 256;
-        struct evb_ctl *b = realloc(n->backlog, cap * sizeof(*b));
-        uint32_t *t = b ? realloc(n->backlog_to, cap * sizeof(*t)) : NULL;
-        if (b) {
-            n->backlog = b;
-        }
-        if (t == NULL) {
-            /* Cannot happen short of memory exhaustion; a lost ACK would strand a bulk. */
-            SDD_ERROR(LOG, "out of memory for the control backlog");
-            abort();
-        }
-        n->backlog_to = t;
-        n->backlog_cap = cap;
-    }
-    n->backlog[n->backlog_n] = *m;
-    n->backlog_to[n->backlog_n++] = to;
-}
-
-/* Try to post one message; SDD_EAGAIN when it must wait. */
-static sdd_err ctl_post(struct sdd_evb_node *n, uint32_t to, const struct evb_ctl *m)
-{
-    struct evb_peer *p = &n->peers[to];
-    if (!p->alive || p->peer == NULL) {
-        return SDD_OK; /* dropped: nobody to tell */
-    }
-    uint32_t i = n->ctl_tx_next;
-    uint32_t tries = 0;
-    while (n->ctl_tx_busy[i] && tries++ < EVB_CTL_TX) {
-        i = (i + 1) % EVB_CTL_TX;
-    }
-    if (n->ctl_tx_busy[i]) {
-        return SDD_EAGAIN;
-    }
-    n->ctl_tx[i] = *m;
-    sdd_err err =
-        sdd_ep_post_send(n->ep, p->peer, &n->ctl_tx[i], sizeof(*m), n->ctl_mr, &n->ctl_tx_tag[i]);
-    if (err == SDD_OK) {
-        n->ctl_tx_busy[i] = true;
-        n->ctl_tx_next = (i + 1) % EVB_CTL_TX;
-    } else if (err != SDD_EAGAIN) {
-        evb_peer_dead(n, to, sdd_errname(err));
-        return SDD_OK;
-    }
-    return err;
-}
-
-void evb_ctl_send(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t a, uint32_t b,
-                  uint32_t c)
-{
-    evb_ctl_send_d(n, to, type, a, b, c, 0);
-}
-
-void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t a, uint32_t b,
-                    uint32_t c, uint64_t d)
-{
-    struct evb_ctl m = {.magic = EVB_CTL_MAGIC,
-                        .type = type,
-                        .from = (uint16_t)n->self,
-                        .a = a,
-                        .b = b,
-                        .c = c,
-                        .d = d};
-    if (n->backlog_n > 0 || ctl_post(n, to, &m) == SDD_EAGAIN) {
-        backlog_push(n, to, &m);
-    }
-}
-
-static int backlog_flush(struct sdd_evb_node *n)
-{
-    uint32_t done = 0;
-    while (done < n->backlog_n) {
-        if (ctl_post(n, n->backlog_to[done], &n->backlog[done]) == SDD_EAGAIN) {
-            break;
-        }
-        done++;
-    }
-    if (done > 0) {
-        memmove(n->backlog, n->backlog + done, (n->backlog_n - done) * sizeof(*n->backlog));
-        memmove(n->backlog_to, n->backlog_to + done,
-                (n->backlog_n - done) * sizeof(*n->backlog_to));
-        n->backlog_n -= done;
-    }
-    return (int)done;
-}
-
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
 {
     struct evb_peer *p = &n->peers[node];
@@ -522,6 +432,19 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, 
     }
 }
 
+/* A received message: 1 to EVB_CTL_BATCH records. */
+static void on_ctl_message(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len,
+                           uint64_t now)
+{
+    if (len == 0 || len % sizeof(*m) != 0 || len > EVB_CTL_BATCH * sizeof(*m)) {
+        SDD_WARN(LOG, "dropped a malformed control message (%zu bytes)", len);
+        return;
+    }
+    for (size_t k = 0; k < len / sizeof(*m); k++) {
+        on_ctl(n, &m[k], sizeof(*m), now);
+    }
+}
+
 static void handle_cqe(struct sdd_evb_node *n, const struct sdd_cqe *c, uint64_t now)
 {
     if (c->kind == SDD_CQE_PEER_DOWN) {
@@ -555,7 +478,7 @@ static void handle_cqe(struct sdd_evb_node *n, const struct sdd_cqe *c, uint64_t
     switch (t->kind) {
     case TAG_CTL_RX:
         if (c->status == SDD_OK) {
-            on_ctl(n, &n->ctl_rx[t->idx], c->len, now);
+            on_ctl_message(n, n->ctl_rx + (size_t)t->idx * EVB_CTL_BATCH, c->len, now);
         }
         if (c->status != SDD_ECANCELED) {
             post_ctl_rx(n, t->idx);
@@ -676,11 +599,12 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         handle_cqe(n, &cq[i], now);
     }
     work += got;
-    work += backlog_flush(n);
+    work += evb_ctl_flush(n);
     work += evb_pull_step(n);
     heartbeat(n, now);
     if (n->st.start_ns == 0) {
         if (!all_heard(n)) {
+            evb_ctl_flush(n);
             if (got == 0) {
                 got = sdd_ep_wait(n->ep, cq, 64, 1);
                 now = sdd_now_ns();
@@ -710,9 +634,9 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         work += w;
         n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
     }
-    bool fin =
-        (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) && n->backlog_n == 0 &&
-        evb_pull_busy(n) == 0;
+    work += evb_ctl_flush(n); /* this turn's records, one message per peer */
+    bool fin = (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) &&
+               evb_ctl_idle(n) && evb_pull_busy(n) == 0;
     if (fin) {
         if (n->st.end_ns == 0) {
             n->st.end_ns = sdd_now_ns();
@@ -792,14 +716,15 @@ void sdd_evb_node_destroy(sdd_evb_node *n)
     }
     if (n->ep) {
         /* Let queued acknowledgements and DONEs leave before the goodbye. */
-        for (int i = 0; i < 200 && n->backlog_n > 0; i++) {
+        evb_ctl_flush(n);
+        for (int i = 0; i < 200 && !evb_ctl_idle(n); i++) {
             struct sdd_cqe cq[64];
             int got = sdd_ep_wait(n->ep, cq, 64, 1);
             uint64_t now = sdd_now_ns();
             for (int k = 0; k < got; k++) {
                 handle_cqe(n, &cq[k], now);
             }
-            backlog_flush(n);
+            evb_ctl_flush(n);
         }
         for (uint32_t j = 0; j < n->o.nnodes; j++) {
             if (n->peers[j].peer) {
