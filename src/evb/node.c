@@ -3,8 +3,8 @@
  * and the single-threaded loop that drives the node's RU and BU. */
 #include <inttypes.h>
 #include <poll.h>
-#include <stdio.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -35,11 +35,12 @@ void sdd_evb_opts_default(struct sdd_evb_opts *o)
     o->event_timeout_ms = 5000;
 }
 
+static const char *const transfer_names[] = {"auto", "write", "read"}; /* enum order */
+
 int sdd_evb_transfer_parse(const char *s)
 {
-    static const char *const names[] = {"auto", "write", "read"};
-    for (int i = 0; i < 3; i++) {
-        if (s != NULL && strcmp(s, names[i]) == 0) {
+    for (int i = 0; s != NULL && i <= SDD_EVB_TRANSFER_READ; i++) {
+        if (strcmp(s, transfer_names[i]) == 0) {
             return i;
         }
     }
@@ -48,7 +49,7 @@ int sdd_evb_transfer_parse(const char *s)
 
 const char *sdd_evb_transfer_name(sdd_evb_transfer t)
 {
-    return t == SDD_EVB_TRANSFER_WRITE ? "write" : t == SDD_EVB_TRANSFER_READ ? "read" : "auto";
+    return (unsigned)t <= SDD_EVB_TRANSFER_READ ? transfer_names[t] : "auto";
 }
 
 /* libfabric's shm copies by cross-memory attach, which the initiator of a read does itself,
@@ -77,9 +78,10 @@ bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
     if (o->transfer != SDD_EVB_TRANSFER_AUTO) {
         return o->transfer == SDD_EVB_TRANSFER_READ;
     }
-    /* Measured (docs/PERFORMANCE.md): reads gain 14-30 % over shm with CMA and a CPU per node;
-     * they lose 10-20 % with more nodes than CPUs, 10-15 % over shm without CMA and 20-30 %
-     * over tcp, where rxm emulates them. shm nodes share one host: its CPUs are theirs. */
+    /* Measured (docs/PERFORMANCE.md, pairs): reads gain ~6 % over shm with CMA and a CPU per
+     * node (up to 30 % in some VM states); they lose 20-40 % with more nodes than CPUs, ~8 %
+     * over shm without CMA and ~25 % over tcp, where rxm emulates them. shm nodes share one
+     * host: its CPUs are theirs. */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     return provider != NULL && strncmp(provider, "shm", 3) == 0 && cpus > 0 &&
            o->nnodes <= (uint32_t)cpus && shm_has_cma();
@@ -383,11 +385,11 @@ void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
     }
 }
 
-static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, size_t len, uint64_t now)
+/* One record of a message whose length on_ctl_message checked. */
+static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, uint64_t now)
 {
-    if (len != sizeof(*m) || m->magic != EVB_CTL_MAGIC || m->from >= n->o.nnodes ||
-        m->from == n->self) {
-        SDD_WARN(LOG, "dropped a malformed control message (%zu bytes)", len);
+    if (m->magic != EVB_CTL_MAGIC || m->from >= n->o.nnodes || m->from == n->self) {
+        SDD_WARN(LOG, "dropped a malformed control record (type %u)", m->type);
         return;
     }
     struct evb_peer *p = &n->peers[m->from];
@@ -441,7 +443,7 @@ static void on_ctl_message(struct sdd_evb_node *n, const struct evb_ctl *m, size
         return;
     }
     for (size_t k = 0; k < len / sizeof(*m); k++) {
-        on_ctl(n, &m[k], sizeof(*m), now);
+        on_ctl(n, &m[k], now);
     }
 }
 

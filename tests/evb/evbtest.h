@@ -198,6 +198,18 @@ static int et_run(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int
     return et_run_sig(o, kill_node, kill_after, SIGKILL, status);
 }
 
+/* Run `tests` once with RUs writing bulks into BU slots and once with BUs reading them; the
+ * tests put *mode into their options. */
+static void et_each_transfer(sdd_evb_transfer *mode, void (*tests)(void))
+{
+    const sdd_evb_transfer modes[] = {SDD_EVB_TRANSFER_WRITE, SDD_EVB_TRANSFER_READ};
+    for (int m = 0; m < 2; m++) {
+        *mode = modes[m];
+        printf("== bulks %s\n", sdd_evb_transfer_name(*mode));
+        tests();
+    }
+}
+
 /* Global accounting over all BUs of the last run. */
 struct et_tally {
     uint64_t lost, dup, complete, incomplete, corrupt, bad_content;

@@ -144,17 +144,17 @@ static void test_corrupt(void)
     CHECK_EQ(ev_bad, expect);
 }
 
+static void all_tests(void)
+{
+    test_combined();
+    test_split_roles();
+    test_one_credit();
+    test_corrupt();
+}
+
 int main(int argc, char **argv)
 {
     et_init(argc, argv);
-    const sdd_evb_transfer modes[] = {SDD_EVB_TRANSFER_WRITE, SDD_EVB_TRANSFER_READ};
-    for (int m = 0; m < 2; m++) {
-        transfer = modes[m];
-        printf("== bulks %s\n", sdd_evb_transfer_name(transfer));
-        test_combined();
-        test_split_roles();
-        test_one_credit();
-        test_corrupt();
-    }
+    et_each_transfer(&transfer, all_tests);
     return check_finish();
 }

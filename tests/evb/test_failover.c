@@ -132,6 +132,13 @@ static void test_kill_ru(void)
            (unsigned long long)o.events);
 }
 
+static void all_tests(void)
+{
+    test_kill_bu();
+    test_stop_bu();
+    test_kill_ru();
+}
+
 int main(int argc, char **argv)
 {
     et_init(argc, argv);
@@ -141,13 +148,6 @@ int main(int argc, char **argv)
          * poster spin forever. Seen here with FI_SHM_DISABLE_CMA=1. Opt in to try anyway. */
         return check_skip("SIGKILL of a peer can wedge libfabric shm (set SDDAQ_EVB_SHM_KILL=1)");
     }
-    const sdd_evb_transfer modes[] = {SDD_EVB_TRANSFER_WRITE, SDD_EVB_TRANSFER_READ};
-    for (int m = 0; m < 2; m++) {
-        transfer = modes[m];
-        printf("== bulks %s\n", sdd_evb_transfer_name(transfer));
-        test_kill_bu();
-        test_stop_bu();
-        test_kill_ru();
-    }
+    et_each_transfer(&transfer, all_tests);
     return check_finish();
 }
