@@ -28,7 +28,8 @@
     X(EBUSY, -17, "resource busy")                                              \
     X(ECANCELED, -18, "operation canceled")                                     \
     X(EOS, -19, "operating system error")                                       \
-    X(ECORRUPT, -20, "data corrupt (checksum or pattern mismatch)")
+    X(ECORRUPT, -20, "data corrupt (checksum or pattern mismatch)")             \
+    X(EFENCED, -21, "fenced: the peers may have given this node up while it was cut off")
 
 typedef enum {
 #define SDD_ERR_ENUM(name, value, msg) SDD_##name = (value),

@@ -246,11 +246,14 @@ struct sdd_evb_stats {
     uint64_t bulks_rx, bulks_rx_local, bytes_rx, bulks_dup, bulks_bad, bulks_late;
     uint64_t bytes_built; /* fragment bytes (header + payload) of valid fragments delivered */
     uint64_t ru_failures; /* RUs this node declared dead */
+    uint64_t lease_waits;  /* built bulks that waited for a lease before delivery (docs/evb.md) */
+    uint64_t bulks_fenced; /* bulks dropped, unbuilt, when this BU fenced itself */
     /* time */
     uint64_t start_ns, end_ns;       /* data phase, monotonic */
     uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */
     uint64_t cpu_ns;                 /* process CPU time (user + system) */
     uint32_t transfer;               /* what auto resolved to: SDD_EVB_TRANSFER_WRITE or _READ */
+    uint32_t fenced;                 /* 1: this node fenced itself (its run ended SDD_EFENCED) */
 };
 
 typedef struct sdd_evb_node sdd_evb_node;
@@ -267,7 +270,8 @@ SDD_API sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts,
                                      const uint16_t *ports, int timeout_ms);
 /* Do a bounded amount of work, waiting up to wait_ms when there is none. Returns 1 while the
  * run goes on, 0 once this node's roles are finished, or a negative sdd_err (e.g. SDD_EPEERDEAD
- * when no BU is left). */
+ * when no BU is left, SDD_EFENCED when this node stalled or was cut off long enough that the
+ * others may have given it up: it then delivers nothing more; docs/evb.md "Failures"). */
 SDD_API int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms);
 /* Poll until the run ends; returns SDD_OK or the error. */
 SDD_API sdd_err sdd_evb_node_run(sdd_evb_node *n);

@@ -2,7 +2,8 @@
  * collects bulk k from every RU, validates every fragment of every event, hands each built
  * event to the next stage (the on_event callback) and then returns each slot to its RU with an
  * acknowledgement. Bulks already built are recognised by id and only acknowledged. Events that
- * miss an RU leave flagged: source lost (the RU died or went away) or timeout. */
+ * miss an RU leave flagged: source lost (the RU died or went away) or timeout. A bulk is
+ * delivered only while the RUs' leases hold (lease.c); one ready without them waits (held). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ enum { RU_LIVE = 0, RU_DONE, RU_DEAD };
 struct bu_set {
     bool used;
     bool resent;
+    bool held;      /* ready, waiting for the leases */
+    bool timed_out; /* held after its event timeout */
     uint64_t k;
     uint64_t first_ns;
     const uint8_t *bulk[SDD_EVB_MAX_NODES]; /* per RU, NULL until it arrived */
@@ -30,7 +33,7 @@ struct evb_bu {
     uint8_t *mem;
     size_t bytes, mapped;
     struct bu_set *sets;
-    uint32_t nsets, nused;
+    uint32_t nsets, nused, nheld;
     uint8_t ru_state[SDD_EVB_MAX_NODES];
     uint64_t *built; /* bit k: bulk-set k was built here */
     uint64_t next_scan_ns;
@@ -182,6 +185,22 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     bu->nused--;
 }
 
+/* Build s now if every live remote RU's lease holds, else hold it for evb_bu_step. */
+static void deliver(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
+{
+    if (s->held) {
+        return;
+    }
+    if (!evb_lease_ok(n, sdd_now_ns())) {
+        s->held = true;
+        s->timed_out = timed_out;
+        n->bu->nheld++;
+        n->st.lease_waits++;
+        return;
+    }
+    build(n, s, timed_out);
+}
+
 static bool set_ready(const struct sdd_evb_node *n, const struct bu_set *s)
 {
     for (uint32_t r = 0; r < n->nru; r++) {
@@ -262,7 +281,7 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
         s->resent = true;
     }
     if (set_ready(n, s)) {
-        build(n, s, false);
+        deliver(n, s, false);
     }
 }
 
@@ -308,9 +327,24 @@ void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k)
                 release(n, r, k, s->slot[r], true);
             }
         }
+        bu->nheld -= s->held;
         s->used = false;
         bu->nused--;
     }
+}
+
+void evb_bu_fence(struct sdd_evb_node *n)
+{
+    struct evb_bu *bu = n->bu;
+    for (uint32_t i = 0; i < bu->nsets; i++) {
+        struct bu_set *s = &bu->sets[i];
+        for (uint32_t r = 0; s->used && r < n->nru; r++) {
+            n->st.bulks_fenced += s->bulk[r] != NULL;
+        }
+        s->used = false;
+    }
+    bu->nused = 0;
+    bu->nheld = 0;
 }
 
 void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
@@ -326,7 +360,7 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
     }
     for (uint32_t i = 0; i < bu->nsets; i++) {
         if (bu->sets[i].used && set_ready(n, &bu->sets[i])) {
-            build(n, &bu->sets[i], false);
+            deliver(n, &bu->sets[i], false);
         }
     }
 }
@@ -334,17 +368,28 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
 {
     struct evb_bu *bu = n->bu;
+    int work = 0;
+    if (bu->nheld > 0 && evb_lease_ok(n, now)) {
+        for (uint32_t i = 0; i < bu->nsets; i++) {
+            struct bu_set *s = &bu->sets[i];
+            if (s->used && s->held) {
+                s->held = false;
+                bu->nheld--;
+                build(n, s, s->timed_out);
+                work++;
+            }
+        }
+    }
     if (bu->nused == 0 || now < bu->next_scan_ns) {
-        return 0;
+        return work;
     }
     bu->next_scan_ns = now + 10 * SDD_NS_PER_MS;
     uint64_t limit = (uint64_t)n->o.event_timeout_ms * SDD_NS_PER_MS;
-    int work = 0;
     for (uint32_t i = 0; i < bu->nsets; i++) {
         struct bu_set *s = &bu->sets[i];
-        if (s->used && now - s->first_ns > limit) {
+        if (s->used && !s->held && now - s->first_ns > limit) {
             SDD_WARN(LOG, "BU %u: bulk %llu timed out incomplete", bu->b, (unsigned long long)s->k);
-            build(n, s, true);
+            deliver(n, s, true);
             work++;
         }
     }

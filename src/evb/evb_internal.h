@@ -40,11 +40,12 @@ struct evb_ctl {
     uint32_t magic;
     uint16_t type;
     uint16_t from; /* sender's node index */
-    uint64_t a;    /* ACK, BULK, BUILT: bulk id; DONE: bulks in the run */
+    uint64_t a;    /* ACK, BULK, BUILT: bulk id; DONE: bulks in the run; HB: sender's clock */
     uint32_t b;    /* ACK, BULK: slot */
     uint32_t c;    /* ACK: 1 = duplicate or late (slot freed, bulk not built here);
                       BULK: bytes written into the slot; PULL: bytes to read */
-    uint64_t d;    /* PULL: the bulk's offset in the RU's pool */
+    uint64_t d;    /* PULL: the bulk's offset in the RU's pool; HB: the last `a` of the
+                      receiver's heartbeats the sender had (the echo a lease is made of) */
 };
 
 /* Bootstrap info blob. */
@@ -68,6 +69,10 @@ struct evb_peer {
     bool alive;
     bool done; /* its RU said DONE */
     uint64_t last_rx_ns;
+    uint64_t echo_ns;          /* the newest clock value its heartbeats carried */
+    uint64_t lease_until_ns;   /* our lease from it (lease.c): until then it has not given us up */
+    uint64_t lease_renewed_ns; /* when that lease was last extended */
+    bool hb_answered;          /* its first heartbeat got an immediate one back */
     struct sdd_rkey slots;
     struct sdd_rkey pool;
 };
@@ -109,6 +114,10 @@ struct sdd_evb_node {
     uint32_t *backlog_to;
     uint32_t backlog_n, backlog_cap;
     uint64_t next_hb_ns;
+    uint64_t lease_ns;      /* dead_ms / 2 (lease.c) */
+    uint64_t last_turn_ns;  /* when the last poll turn began */
+    uint64_t pause_end_ns;  /* when this process last came back from a stall (0 = never) */
+    bool fenced;            /* it gave up its bulks: the run is over for it (SDD_EFENCED) */
     struct evb_ru *ru;
     struct evb_bu *bu;
     struct evb_pull *pl; /* the BU's reads when pulling */
@@ -130,6 +139,20 @@ bool evb_ctl_idle(const struct sdd_evb_node *n);
 /* node.c */
 /* Declare node `node` dead (idempotent): close its peer and tell the RU and BU. */
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
+
+/* lease.c: a BU delivers only while every live remote RU has recently echoed one of its own
+ * heartbeats, so that it never delivers a bulk an RU has already given to another BU; and a
+ * BU that may have been given up (it stalled, or it is cut off from every RU) fences itself. */
+/* A heartbeat from peer `node`: a = its clock, d = its echo of ours. Answers a first one. */
+void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint64_t now);
+/* Called at the start of every poll turn: notes stalls of this process. */
+void evb_lease_turn(struct sdd_evb_node *n, uint64_t now);
+/* Every live remote RU's lease holds at `now`: the BU may deliver. */
+bool evb_lease_ok(const struct sdd_evb_node *n, uint64_t now);
+/* Remote RU node `node` is being lost (closed or silent): true when this BU cannot tell that
+ * RU's failure from having been given up itself, and must fence instead of building without
+ * it. */
+bool evb_lease_must_fence(const struct sdd_evb_node *n, uint32_t node, uint64_t now);
 
 /* ru.c */
 sdd_err evb_ru_create(struct sdd_evb_node *n);
@@ -166,6 +189,8 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead);
 void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k);
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
 bool evb_bu_finished(const struct sdd_evb_node *n);
+/* Drop every bulk held, unbuilt and unacknowledged (their RUs re-send them elsewhere). */
+void evb_bu_fence(struct sdd_evb_node *n);
 /* Building time spent inside the local RU's step since the last call. */
 uint64_t evb_bu_take_local_ns(struct sdd_evb_node *n);
 

@@ -125,8 +125,9 @@ static sdd_err check_opts(const struct sdd_evb_opts *o)
         SDD_ERROR(LOG, "a feed needs both ready and payload");
         return SDD_EINVAL;
     }
-    if (o->hb_ms == 0 || o->dead_ms < 2 * o->hb_ms || o->event_timeout_ms == 0) {
-        SDD_ERROR(LOG, "need hb_ms > 0, dead_ms >= 2 * hb_ms, event_timeout_ms > 0");
+    /* dead_ms / 2 is the lease a heartbeat renews (lease.c): at least two heartbeats long. */
+    if (o->hb_ms == 0 || o->dead_ms < 4 * o->hb_ms || o->event_timeout_ms == 0) {
+        SDD_ERROR(LOG, "need hb_ms > 0, dead_ms >= 4 * hb_ms, event_timeout_ms > 0");
         return SDD_EINVAL;
     }
     uint64_t slot = sizeof(struct sdd_evb_bulk_hdr) +
@@ -203,6 +204,7 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         return SDD_ENOMEM;
     }
     n->o = *opts;
+    n->lease_ns = (uint64_t)opts->dead_ms * SDD_NS_PER_MS / 2;
     node_layout(n);
     if (n->nru == 0 || n->nbu == 0) {
         SDD_ERROR(LOG, "a run needs at least one RU and one BU");
@@ -361,10 +363,29 @@ sdd_err sdd_evb_node_connect(sdd_evb_node *n, const char *const *hosts, const ui
     return SDD_OK;
 }
 
+/* Lost RU node `node` while it may have given this BU up (lease.c): deliver nothing more. */
+static void fence(struct sdd_evb_node *n, uint32_t node, const char *why)
+{
+    n->fenced = true;
+    n->st.fenced = 1;
+    SDD_ERROR(LOG,
+              "node %u: lost RU node %u (%s) after its lease lapsed; this node %s, so the RUs "
+              "may have given its bulks to others: it drops them and leaves the run (fenced)",
+              n->self, node, why,
+              n->pause_end_ns > n->peers[node].lease_renewed_ns ? "stalled" : "is cut off");
+    if (n->bu) {
+        evb_bu_fence(n);
+    }
+}
+
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
 {
     struct evb_peer *p = &n->peers[node];
-    if (!p->alive) {
+    if (!p->alive || n->fenced) {
+        return;
+    }
+    if (evb_lease_must_fence(n, node, sdd_now_ns())) {
+        fence(n, node, why);
         return;
     }
     p->alive = false;
@@ -399,6 +420,7 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, uint64_t now
     p->last_rx_ns = now;
     switch (m->type) {
     case CTL_HB:
+        evb_lease_on_hb(n, m->from, m->a, m->d, now);
         break;
     case CTL_ACK:
         if (n->ru && n->bu_of[m->from] >= 0) {
@@ -449,6 +471,16 @@ static void on_ctl_message(struct sdd_evb_node *n, const struct evb_ctl *m, size
 
 static void handle_cqe(struct sdd_evb_node *n, const struct sdd_cqe *c, uint64_t now)
 {
+    if (n->fenced) {
+        /* Nothing more is built or acknowledged; only finished sends free their buffers. */
+        bool tagged = c->kind != SDD_CQE_PEER_DOWN && c->kind != SDD_CQE_REMOTE_WRITE &&
+                      c->ctx != NULL && c->ctx != SDD_CTX_SILENT;
+        const struct evb_tag *t = tagged ? c->ctx : NULL;
+        if (t != NULL && t->kind == TAG_CTL_TX) {
+            n->ctl_tx_busy[t->idx] = false;
+        }
+        return;
+    }
     if (c->kind == SDD_CQE_PEER_DOWN) {
         for (uint32_t j = 0; j < n->o.nnodes; j++) {
             if (n->peers[j].peer == c->peer && c->peer != NULL) {
@@ -513,7 +545,7 @@ static void heartbeat(struct sdd_evb_node *n, uint64_t now)
             evb_peer_dead(n, j, "silent past dead_ms");
             continue;
         }
-        evb_ctl_send(n, j, CTL_HB, 0, 0, 0);
+        evb_ctl_send_d(n, j, CTL_HB, now, 0, 0, p->echo_ns);
     }
 }
 
@@ -589,8 +621,12 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
     if (!n->connected) {
         return SDD_EINVAL;
     }
+    if (n->fenced) {
+        return SDD_EFENCED;
+    }
     struct sdd_cqe cq[64];
     uint64_t now = sdd_now_ns();
+    evb_lease_turn(n, now);
     int work = 0;
     int got = sdd_ep_poll(n->ep, cq, 64);
     if (got < 0) {
@@ -604,6 +640,9 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
     work += evb_ctl_flush(n);
     work += evb_pull_step(n);
     heartbeat(n, now);
+    if (n->fenced) {
+        return SDD_EFENCED;
+    }
     if (n->st.start_ns == 0) {
         if (!all_heard(n)) {
             evb_ctl_flush(n);

@@ -39,7 +39,7 @@ static void test_error_table(void)
     }
     CHECK_EQ(SDD_OK, 0);
     /* Foreign values: placeholders, never NULL. */
-    const sdd_err foreign[] = {1, 42, -1000, -21, (sdd_err)0x80000000u};
+    const sdd_err foreign[] = {1, 42, -1000, -99, (sdd_err)0x80000000u};
     for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
         CHECK(strcmp(sdd_strerror(foreign[i]), "unknown error") == 0);
         CHECK(strcmp(sdd_errname(foreign[i]), "EUNKNOWN") == 0);

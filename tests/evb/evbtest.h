@@ -35,6 +35,8 @@ struct et_shared {
 
 static struct et_shared *et_sh;
 
+#define ET_FENCED 7 /* a node's exit status when its run ended SDD_EFENCED */
+
 static void et_on_event(const struct sdd_evb_event *ev, void *arg)
 {
     (void)arg;
@@ -125,14 +127,36 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
     sdd_evb_node_stats(n, &et_sh->stats[o.node]);
     atomic_store(&et_sh->done[o.node], 1);
     sdd_evb_node_destroy(n);
-    return err == SDD_OK ? 0 : 6;
+    return err == SDD_OK ? 0 : err == SDD_EFENCED ? ET_FENCED : 6;
 }
 
 /* Run o.nnodes node processes with opts o (node index filled in). kill_node >= 0: SIGKILL that
  * node once kill_after events were built (anywhere). status[i] receives each exit status
  * (-9 for the killed one). Returns 0 when the run could be set up. */
+/* Any event built from re-sent bulks yet: some RU has given a BU up. */
+static bool et_any_resent(uint64_t events)
+{
+    for (uint64_t e = 0; e < events; e++) {
+        if (atomic_load(&et_sh->flags[e]) & SDD_EVB_EV_RESENT) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* With SIGSTOP and cont set: SIGCONT the stopped node once an RU has given it up (events built
+ * from re-sent bulks appear), and let it end by itself. */
+static int et_run_sig_cont(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
+                           bool cont, int *status);
+
 static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
                       int *status)
+{
+    return et_run_sig_cont(o, kill_node, kill_after, sig, false, status);
+}
+
+static int et_run_sig_cont(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
+                           bool cont, int *status)
 {
     et_reset(o.events);
     uint32_t nn = o.nnodes;
@@ -176,15 +200,24 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
         printf("sent signal %d to node %d after %llu built events\n", sig, kill_node,
                (unsigned long long)atomic_load(&et_sh->built_total));
     }
+    if (cont && sig == SIGSTOP && kill_node >= 0) {
+        uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
+        while (!et_any_resent(o.events) && sdd_now_ns() < deadline) {
+            sdd_sleep_ns(10 * SDD_NS_PER_MS);
+        }
+        kill(pids[kill_node], SIGCONT);
+        printf("continued node %d after %llu built events, re-sent bulks seen\n", kill_node,
+               (unsigned long long)atomic_load(&et_sh->built_total));
+    }
     for (uint32_t i = 0; i < nn; i++) {
         int st = 0;
-        if (sig == SIGSTOP && (int)i == kill_node) {
+        if (sig == SIGSTOP && (int)i == kill_node && !cont) {
             continue; /* a stopped node never ends by itself: reaped below */
         }
         waitpid(pids[i], &st, 0);
         status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -100;
     }
-    if (sig == SIGSTOP && kill_node >= 0) {
+    if (sig == SIGSTOP && kill_node >= 0 && !cont) {
         int st = 0;
         kill(pids[kill_node], SIGKILL);
         waitpid(pids[kill_node], &st, 0);

@@ -1,6 +1,7 @@
 /* Failures in the middle of a run, with real processes and SIGKILL: a builder unit killed
  * mid-run loses no event and builds none twice (its unacknowledged bulks go to the survivors);
- * a builder unit that hangs (SIGSTOP) is found by the heartbeats alone, with the same result;
+ * a builder unit that hangs (SIGSTOP) is found by the heartbeats alone, with the same result,
+ * and when it comes back (SIGCONT) it fences itself instead of delivering what it held;
  * a readout unit killed mid-run leaves exactly its own fragments missing, every such event
  * flagged incomplete with that source lost, and every other event complete. */
 #include "evbtest.h"
@@ -58,16 +59,23 @@ static void test_kill_bu(void)
 }
 
 /* A BU that hangs (SIGSTOP) keeps its sockets open: only the missing heartbeats reveal it,
- * within dead_ms; its bulks go to the survivors and nothing is lost or built twice. */
-static void test_stop_bu(void)
+ * within dead_ms; its bulks go to the survivors and nothing is lost or built twice. With
+ * cont, the BU comes back (SIGCONT) after the RUs gave it up and re-sent its bulks: it must
+ * deliver none of what it held (the survivors built those events), so it fences itself and
+ * leaves; still nothing is lost or built twice. */
+static void stop_bu(bool cont)
 {
     struct sdd_evb_opts o;
-    base_opts(&o, 45000);
+    base_opts(&o, cont ? 60000 : 45000);
+    if (cont) {
+        o.dead_ms = 1000; /* given up well before the run ends */
+    }
     o.roles[0] = o.roles[1] = SDD_EVB_ROLE_RU;
     o.roles[2] = o.roles[3] = o.roles[4] = SDD_EVB_ROLE_BU;
     int st[SDD_EVB_MAX_NODES];
-    printf("2 RUs x 3 BUs, BU on node 2 stopped (SIGSTOP)\n");
-    CHECK_REQUIRE(et_run_sig(o, 2, o.events / 4, SIGSTOP, st) == 0);
+    printf("2 RUs x 3 BUs, BU on node 2 stopped (SIGSTOP)%s\n",
+           cont ? ", continued once given up" : "");
+    CHECK_REQUIRE(et_run_sig_cont(o, 2, o.events / 4, SIGSTOP, cont, st) == 0);
     for (int i = 0; i < 5; i++) {
         if (i != 2) {
             CHECK_EQ(st[i], 0);
@@ -80,6 +88,24 @@ static void test_stop_bu(void)
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(et_sh->stats[i].bu_failures, 1);
     }
+    if (cont) {
+        CHECK_EQ(st[2], ET_FENCED);
+        CHECK_EQ(et_sh->stats[2].fenced, 1);
+        printf("  the continued BU dropped %llu bulks it held; survivors' lease waits %llu / %llu\n",
+               (unsigned long long)et_sh->stats[2].bulks_fenced,
+               (unsigned long long)et_sh->stats[3].lease_waits,
+               (unsigned long long)et_sh->stats[4].lease_waits);
+    }
+}
+
+static void test_stop_bu(void)
+{
+    stop_bu(false);
+}
+
+static void test_stop_continue_bu(void)
+{
+    stop_bu(true);
 }
 
 static void test_kill_ru(void)
@@ -136,6 +162,7 @@ static void all_tests(void)
 {
     test_kill_bu();
     test_stop_bu();
+    test_stop_continue_bu();
     test_kill_ru();
 }
 

@@ -173,6 +173,8 @@ static void test_bad_opts(void)
     sdd_evb_opts_default(&o);
     o.dead_ms = o.hb_ms;
     CHECK_EQ(sdd_evb_node_create(&o, &n), SDD_EINVAL);
+    o.dead_ms = 4 * o.hb_ms - 1; /* the lease, dead_ms / 2, must span two heartbeats */
+    CHECK_EQ(sdd_evb_node_create(&o, &n), SDD_EINVAL);
     sdd_evb_opts_default(&o);
     o.src.mean = 1u << 26;
     o.bulk = 65536;
