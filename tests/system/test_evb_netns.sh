@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Four-host event building: four network namespaces joined by veth pairs to a bridge (in a
 # fifth namespace), one `sddaq evb run` per host over tcp, every event built once across hosts
-# (checked from the per-host event records); then the same with one host's BU killed mid-run.
+# (checked from the per-host event records); then the same with one host's BU killed mid-run,
+# and with one BU host cut off mid-run (it must fence itself: docs/evb.md "Leases and fencing").
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_evb_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -82,6 +83,32 @@ wait "${pids[3]}" 2>/dev/null
 "$sddaq" evb check -e 60000 "$work"/b?.bin >"$work/b.check"
 check "BU killed: none lost or twice" test $? -eq 0
 check "BU killed: all complete" test "$(field "$work/b.check" complete)" = 60000
+
+# 3. The same, but host 3 is cut off instead: the RU hosts' frames to it go to a MAC that is
+# nobody's (it still sends; nothing reaches it). Its leases lapse; once it loses the RUs it
+# must fence (exit 3) rather than build what it holds without them, since the RUs re-send
+# those bulks to host 2 when its connections close.
+for i in 0 1 2 3; do
+    ip netns exec "${tag}h$i" "$sddaq" evb run -p tcp --node $i --nodes "$nodes" \
+        --roles ru,ru,bu,bu -e 60000 -b 20 -r 15000 --hb-ms 50 --dead-ms 1000 \
+        --record "$work/c$i.bin" >"$work/c$i.json" 2>"$work/c$i.err" &
+    pids[$i]=$!
+done
+for _ in $(seq 1 300); do
+    size=$(stat -c %s "$work/c3.bin" 2>/dev/null || echo 0)
+    [ "$size" -gt 65536 ] && break
+    sleep 0.05
+done
+for i in 0 1; do
+    ip -n "${tag}h$i" neigh replace 10.77.0.4 lladdr 02:00:00:00:77:99 dev eth0 nud permanent
+done
+for i in 0 1 2; do wait "${pids[$i]}"; check "cut: host $i ends cleanly" test $? -eq 0; done
+wait "${pids[3]}"
+check "cut: host 3 fenced itself (exit 3)" test $? -eq 3
+check "cut: host 3 reports fenced" test "$(field "$work/c3.json" fenced 2>/dev/null)" = 1
+"$sddaq" evb check -e 60000 "$work"/c?.bin >"$work/c.check"
+check "cut: none lost or twice" test $? -eq 0
+check "cut: all complete" test "$(field "$work/c.check" complete)" = 60000
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
