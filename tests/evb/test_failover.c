@@ -108,6 +108,31 @@ static void test_stop_continue_bu(void)
     stop_bu(true);
 }
 
+/* Three combined nodes (RU + BU each); node 1 stops, is given up (its BU's bulks go to the
+ * others, its RU's fragments are missing from the events built without it) and continues: it
+ * fences itself, and no event is lost or built twice. */
+static void test_stop_continue_combined(void)
+{
+    struct sdd_evb_opts o;
+    base_opts(&o, 60000);
+    o.nnodes = 3;
+    o.dead_ms = 1000;
+    int st[SDD_EVB_MAX_NODES];
+    printf("3 combined nodes, node 1 stopped (SIGSTOP), continued once given up\n");
+    CHECK_REQUIRE(et_run_sig_cont(o, 1, o.events / 4, SIGSTOP, true, st) == 0);
+    CHECK_EQ(st[0], 0);
+    CHECK_EQ(st[1], ET_FENCED);
+    CHECK_EQ(st[2], 0);
+    struct et_tally t = et_count(o.events);
+    CHECK_EQ(t.lost, 0);
+    CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.corrupt, 0);
+    CHECK(t.incomplete > 0);
+    printf("  %llu of %llu events left without source 1; node 1 dropped %llu bulks\n",
+           (unsigned long long)t.incomplete, (unsigned long long)o.events,
+           (unsigned long long)et_sh->stats[1].bulks_fenced);
+}
+
 static void test_kill_ru(void)
 {
     struct sdd_evb_opts o;
@@ -163,6 +188,7 @@ static void all_tests(void)
     test_kill_bu();
     test_stop_bu();
     test_stop_continue_bu();
+    test_stop_continue_combined();
     test_kill_ru();
 }
 
