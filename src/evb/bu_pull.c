@@ -3,10 +3,13 @@
  * the BU's core, which validates every fragment header right after: over shm (cross-memory
  * attach, where the initiator of an operation does the copy) those header lines are still in
  * its own cache instead of the writer's. A read the endpoint refuses for now (EAGAIN) waits in
- * `want` and goes out from evb_pull_step. */
+ * `want` and goes out from evb_pull_step; so does one whose RU's lease has lapsed (lease.c):
+ * that RU may have given this BU up and reused the buffer, so it is read only once the lease
+ * is renewed, and never if this BU fences. */
 #include <stdlib.h>
 
 #include "evb_internal.h"
+#include "sddaq/clock.h"
 #include "sddaq/log.h"
 
 #define LOG "evb"
@@ -105,7 +108,8 @@ void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, ui
     pl->off[i] = off;
     pl->id[i] = bulk_id;
     pl->busy[ru] |= 1ull << slot;
-    if (pl->nwant > 0 || !try_post(n, ru, slot)) {
+    if (pl->nwant > 0 || !evb_lease_from(n, n->ru_node[ru], sdd_now_ns()) ||
+        !try_post(n, ru, slot)) {
         pl->want[ru] |= 1ull << slot; /* keep the order: earlier refusals go first */
         pl->nwant++;
     }
@@ -141,11 +145,16 @@ int evb_pull_step(struct sdd_evb_node *n)
         return 0;
     }
     int work = 0;
+    uint64_t now = sdd_now_ns();
     for (uint32_t ru = 0; ru < n->nru; ru++) {
+        bool alive = n->peers[n->ru_node[ru]].alive;
+        if (alive && !evb_lease_from(n, n->ru_node[ru], now)) {
+            continue; /* read once the lease is renewed */
+        }
         while (pl->want[ru] != 0) {
             uint32_t slot = (uint32_t)__builtin_ctzll(pl->want[ru]);
             uint64_t bit = 1ull << slot;
-            if (!n->peers[n->ru_node[ru]].alive) {
+            if (!alive) {
                 pl->busy[ru] &= ~bit; /* its RU is gone: its events leave incomplete */
             } else if (!try_post(n, ru, slot)) {
                 return work;

@@ -147,6 +147,8 @@ void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
 void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint64_t now);
 /* Called at the start of every poll turn: notes stalls of this process. */
 void evb_lease_turn(struct sdd_evb_node *n, uint64_t now);
+/* The lease from node `node` holds at `now`: a BU may read what that RU announced. */
+bool evb_lease_from(const struct sdd_evb_node *n, uint32_t node, uint64_t now);
 /* Every live remote RU's lease holds at `now`: the BU may deliver. */
 bool evb_lease_ok(const struct sdd_evb_node *n, uint64_t now);
 /* Remote RU node `node` is being lost (closed or silent): true when this BU cannot tell that

@@ -49,6 +49,11 @@ void evb_lease_turn(struct sdd_evb_node *n, uint64_t now)
     n->last_turn_ns = now;
 }
 
+bool evb_lease_from(const struct sdd_evb_node *n, uint32_t node, uint64_t now)
+{
+    return n->peers[node].lease_until_ns > now;
+}
+
 bool evb_lease_ok(const struct sdd_evb_node *n, uint64_t now)
 {
     for (uint32_t r = 0; r < n->nru; r++) {

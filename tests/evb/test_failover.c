@@ -91,6 +91,8 @@ static void stop_bu(bool cont)
     if (cont) {
         CHECK_EQ(st[2], ET_FENCED);
         CHECK_EQ(et_sh->stats[2].fenced, 1);
+        /* With reads, it read nothing of an RU that had given it up (a reused buffer). */
+        CHECK_EQ(et_sh->stats[2].bulks_late, 0);
         printf("  the continued BU dropped %llu bulks it held; survivors' lease waits %llu / %llu\n",
                (unsigned long long)et_sh->stats[2].bulks_fenced,
                (unsigned long long)et_sh->stats[3].lease_waits,
