@@ -65,6 +65,8 @@ static void test_gate(void)
 {
     struct sdd_evb_node *n = bu_node(2);
     n->peers[1].lease_until_ns = T0 + 500 * MS;
+    CHECK(evb_lease_from(n, 1, T0));
+    CHECK(!evb_lease_from(n, 1, T0 + 500 * MS));
     CHECK(!evb_lease_ok(n, T0)); /* RU on node 2: no lease yet */
     n->peers[2].lease_until_ns = T0 + 100 * MS;
     CHECK(evb_lease_ok(n, T0));
