@@ -195,6 +195,7 @@ static void publish_evb(struct run_evb_node *e)
         atomic_store(&s->corrupt, now.events_corrupt);
         atomic_store(&s->bytes_built, now.bytes_built);
     }
+    run_evb_metrics_update(e, &now, was);
     *was = now;
 }
 
@@ -555,6 +556,7 @@ sdd_err run_evb_setup(struct sdd_run *r)
                          st.transfer == SDD_EVB_TRANSFER_READ ? "read from the RUs"
                                                               : "written by the RUs");
             }
+            err = run_evb_metrics_register(r, e);
         }
     }
     return err;

@@ -123,6 +123,14 @@ struct run_stage {
 
 /* One event-builder node: ru k and bu k of the topology together (LSEB: every node is a readout
  * unit and a builder unit; the RU hands bulks for its own BU over by pointer). */
+/* Event-builder failure counters beside the stages' standard sets (run_evb_metrics.c). */
+#define RUN_EVB_RU_METRICS 2
+#define RUN_EVB_BU_METRICS 5
+struct run_evb_metrics {
+    sdd_metric *ru[RUN_EVB_RU_METRICS]; /* of the ru stage (NULL without one) */
+    sdd_metric *bu[RUN_EVB_BU_METRICS]; /* of the bu stage */
+};
+
 struct run_evb_node {
     struct sdd_run *run;
     uint32_t index;
@@ -141,6 +149,7 @@ struct run_evb_node {
     uint64_t hold_at_seen; /* the hold point applied (node thread only) */
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
+    struct run_evb_metrics xm;
     uint64_t pub_ns;   /* next publish_evb() */
     uint64_t flush_ns; /* next run_counts_flush() of the inline stages' counts */
 };
@@ -240,6 +249,11 @@ void run_evb_join(struct sdd_run *r);
 void run_evb_readout_start(struct sdd_run *r);
 void run_evb_readout_stop(struct sdd_run *r);
 void run_evb_destroy(struct sdd_run *r);
+
+/* run_evb_metrics.c: register a local node's failure counters; add what changed since `was`. */
+sdd_err run_evb_metrics_register(struct sdd_run *r, struct run_evb_node *e);
+void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *now,
+                            const struct sdd_evb_stats *was);
 
 /* run_stages.c: setup, start (sinks first), close */
 sdd_err run_stages_setup(struct sdd_run *r);

@@ -123,6 +123,13 @@ grep -qE '^sddaq_bu_events_out_total\{stage="bu0",node="local"\} [1-9]' <<<"$met
     fail "http: metrics show no built events"
 grep -qE '^sddaq_process_latency_seconds\{stage="trigger",node="local",quantile="0.99"\} [0-9]' <<<"$metrics" ||
     fail "http: no trigger latency summary"
+# the event builder's failure counters, all quiet in a healthy run
+for m in 'sddaq_ru_bu_failures_total{stage="ru0",node="local"} 0' \
+    'sddaq_bu_ru_failures_total{stage="bu0",node="local"} 0' \
+    'sddaq_bu_events_incomplete_total{stage="bu0",node="local"} 0' \
+    'sddaq_bu_fenced{stage="bu0",node="local"} 0'; do
+    grep -qxF "$m" <<<"$metrics" || fail "http: metrics lack '$m'"
+done
 # Pause: after what was in flight, nothing more is built; resume: building goes on.
 "$sddaq" ctl -H "$hp" pause >/dev/null || fail "http: pause"
 "$sddaq" ctl -H "$hp" state | grep -q '"state":"paused"' || fail "http: not paused"
