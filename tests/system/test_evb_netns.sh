@@ -65,18 +65,24 @@ done
 check "4 hosts: every event once" test $? -eq 0
 check "4 hosts: all complete" test "$(field "$work/a.check" complete)" = 40000
 
-# 2. Two RU hosts, two BU hosts; the BU on host 3 is killed mid-run.
-for i in 0 1 2 3; do
-    ip netns exec "${tag}h$i" "$sddaq" evb run -p tcp --node $i --nodes "$nodes" \
-        --roles ru,ru,bu,bu -e 60000 -b 20 -r 15000 --hb-ms 50 --dead-ms 3000 \
-        --record "$work/b$i.bin" >"$work/b$i.json" 2>"$work/b$i.err" &
-    pids[$i]=$!
-done
-for _ in $(seq 1 300); do
-    size=$(stat -c %s "$work/b3.bin" 2>/dev/null || echo 0)
-    [ "$size" -gt 65536 ] && break
-    sleep 0.05
-done
+# Two RU hosts, two BU hosts, files $work/<run><host>.*; returns once host 3 has built 4096
+# events. Usage: start_ru_ru_bu_bu RUN DEAD_MS
+start_ru_ru_bu_bu() {
+    for i in 0 1 2 3; do
+        ip netns exec "${tag}h$i" "$sddaq" evb run -p tcp --node $i --nodes "$nodes" \
+            --roles ru,ru,bu,bu -e 60000 -b 20 -r 15000 --hb-ms 50 --dead-ms "$2" \
+            --record "$work/$1$i.bin" >"$work/$1$i.json" 2>"$work/$1$i.err" &
+        pids[$i]=$!
+    done
+    for _ in $(seq 1 300); do
+        size=$(stat -c %s "$work/${1}3.bin" 2>/dev/null || echo 0)
+        [ "$size" -gt 65536 ] && break
+        sleep 0.05
+    done
+}
+
+# 2. The BU on host 3 is killed mid-run.
+start_ru_ru_bu_bu b 3000
 kill -9 "${pids[3]}"
 for i in 0 1 2; do wait "${pids[$i]}"; check "host $i ends cleanly" test $? -eq 0; done
 wait "${pids[3]}" 2>/dev/null
@@ -88,17 +94,7 @@ check "BU killed: all complete" test "$(field "$work/b.check" complete)" = 60000
 # nobody's (it still sends; nothing reaches it). Its leases lapse; once it loses the RUs it
 # must fence (exit 3) rather than build what it holds without them, since the RUs re-send
 # those bulks to host 2 when its connections close.
-for i in 0 1 2 3; do
-    ip netns exec "${tag}h$i" "$sddaq" evb run -p tcp --node $i --nodes "$nodes" \
-        --roles ru,ru,bu,bu -e 60000 -b 20 -r 15000 --hb-ms 50 --dead-ms 1000 \
-        --record "$work/c$i.bin" >"$work/c$i.json" 2>"$work/c$i.err" &
-    pids[$i]=$!
-done
-for _ in $(seq 1 300); do
-    size=$(stat -c %s "$work/c3.bin" 2>/dev/null || echo 0)
-    [ "$size" -gt 65536 ] && break
-    sleep 0.05
-done
+start_ru_ru_bu_bu c 1000
 for i in 0 1; do
     ip -n "${tag}h$i" neigh replace 10.77.0.4 lladdr 02:00:00:00:77:99 dev eth0 nud permanent
 done
