@@ -130,9 +130,6 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
     return err == SDD_OK ? 0 : err == SDD_EFENCED ? ET_FENCED : 6;
 }
 
-/* Run o.nnodes node processes with opts o (node index filled in). kill_node >= 0: SIGKILL that
- * node once kill_after events were built (anywhere). status[i] receives each exit status
- * (-9 for the killed one). Returns 0 when the run could be set up. */
 /* Any event built from re-sent bulks yet: some RU has given a BU up. */
 static bool et_any_resent(uint64_t events)
 {
@@ -144,19 +141,13 @@ static bool et_any_resent(uint64_t events)
     return false;
 }
 
-/* With SIGSTOP and cont set: SIGCONT the stopped node once an RU has given it up (events built
- * from re-sent bulks appear), and let it end by itself. */
-static int et_run_sig_cont(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
-                           bool cont, int *status);
-
+/* Run o.nnodes node processes with opts o (node index filled in). kill_node >= 0: send it sig
+ * once kill_after events were built (anywhere). A node sent SIGSTOP is, with cont, continued
+ * once an RU has given it up (events built from re-sent bulks appear) and left to end by
+ * itself; without cont it is killed after the others ended. status[i] receives each exit
+ * status (-9 for a killed one). Returns 0 when the run could be set up. */
 static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
-                      int *status)
-{
-    return et_run_sig_cont(o, kill_node, kill_after, sig, false, status);
-}
-
-static int et_run_sig_cont(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int sig,
-                           bool cont, int *status)
+                      bool cont, int *status)
 {
     et_reset(o.events);
     uint32_t nn = o.nnodes;
@@ -228,7 +219,7 @@ static int et_run_sig_cont(struct sdd_evb_opts o, int kill_node, uint64_t kill_a
 
 static int et_run(struct sdd_evb_opts o, int kill_node, uint64_t kill_after, int *status)
 {
-    return et_run_sig(o, kill_node, kill_after, SIGKILL, status);
+    return et_run_sig(o, kill_node, kill_after, SIGKILL, false, status);
 }
 
 /* Run `tests` once with RUs writing bulks into BU slots and once with BUs reading them; the

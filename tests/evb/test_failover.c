@@ -75,7 +75,7 @@ static void stop_bu(bool cont)
     int st[SDD_EVB_MAX_NODES];
     printf("2 RUs x 3 BUs, BU on node 2 stopped (SIGSTOP)%s\n",
            cont ? ", continued once given up" : "");
-    CHECK_REQUIRE(et_run_sig_cont(o, 2, o.events / 4, SIGSTOP, cont, st) == 0);
+    CHECK_REQUIRE(et_run_sig(o, 2, o.events / 4, SIGSTOP, cont, st) == 0);
     for (int i = 0; i < 5; i++) {
         if (i != 2) {
             CHECK_EQ(st[i], 0);
@@ -121,7 +121,7 @@ static void test_stop_continue_combined(void)
     o.dead_ms = 1000;
     int st[SDD_EVB_MAX_NODES];
     printf("3 combined nodes, node 1 stopped (SIGSTOP), continued once given up\n");
-    CHECK_REQUIRE(et_run_sig_cont(o, 1, o.events / 4, SIGSTOP, true, st) == 0);
+    CHECK_REQUIRE(et_run_sig(o, 1, o.events / 4, SIGSTOP, true, st) == 0);
     CHECK_EQ(st[0], 0);
     CHECK_EQ(st[1], ET_FENCED);
     CHECK_EQ(st[2], 0);
