@@ -91,7 +91,7 @@ static bool try_post(struct sdd_evb_node *n, uint32_t ru, uint32_t slot)
 }
 
 void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, uint32_t len,
-                          uint64_t off, uint64_t bulk_id)
+                          uint64_t off, uint64_t bulk_id, uint64_t now)
 {
     struct evb_pull *pl = n->pl;
     const struct sdd_rkey *pool = ru < n->nru ? &n->peers[n->ru_node[ru]].pool : NULL;
@@ -108,8 +108,7 @@ void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, ui
     pl->off[i] = off;
     pl->id[i] = bulk_id;
     pl->busy[ru] |= 1ull << slot;
-    if (pl->nwant > 0 || !evb_lease_from(n, n->ru_node[ru], sdd_now_ns()) ||
-        !try_post(n, ru, slot)) {
+    if (pl->nwant > 0 || !evb_lease_from(n, n->ru_node[ru], now) || !try_post(n, ru, slot)) {
         pl->want[ru] |= 1ull << slot; /* keep the order: earlier refusals go first */
         pl->nwant++;
     }

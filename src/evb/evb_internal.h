@@ -200,9 +200,10 @@ uint64_t evb_bu_take_local_ns(struct sdd_evb_node *n);
  * touch of the fragment headers finds them in this core's cache. */
 sdd_err evb_pull_create(struct sdd_evb_node *n);
 void evb_pull_destroy(struct sdd_evb_node *n);
-/* RU `ru` announced bulk `bulk_id`, `len` bytes at `off` in its pool, for slot `slot`. */
+/* RU `ru` announced bulk `bulk_id`, `len` bytes at `off` in its pool, for slot `slot`; now:
+ * the loop turn's clock, for the lease the read waits for. */
 void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, uint32_t len,
-                          uint64_t off, uint64_t bulk_id);
+                          uint64_t off, uint64_t bulk_id, uint64_t now);
 void evb_pull_on_done(struct sdd_evb_node *n, uint32_t idx, sdd_err status);
 /* Post the reads the endpoint refused before; returns how many went. */
 int evb_pull_step(struct sdd_evb_node *n);

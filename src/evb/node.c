@@ -434,7 +434,7 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, uint64_t now
         break;
     case CTL_PULL:
         if (n->bu && n->ru_of[m->from] >= 0) {
-            evb_pull_on_announce(n, (uint32_t)n->ru_of[m->from], m->b, m->c, m->d, m->a);
+            evb_pull_on_announce(n, (uint32_t)n->ru_of[m->from], m->b, m->c, m->d, m->a, now);
         }
         break;
     case CTL_BUILT:
