@@ -536,7 +536,7 @@ static void heartbeat(struct sdd_evb_node *n, uint64_t now)
         return;
     }
     n->next_hb_ns = now + (uint64_t)n->o.hb_ms * SDD_NS_PER_MS;
-    for (uint32_t j = 0; j < n->o.nnodes; j++) {
+    for (uint32_t j = 0; j < n->o.nnodes && !n->fenced; j++) { /* fenced: it says no more */
         struct evb_peer *p = &n->peers[j];
         if (!p->alive) {
             continue;
