@@ -185,7 +185,9 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     bu->nused--;
 }
 
-/* Build s now if every live remote RU's lease holds, else hold it for evb_bu_step. */
+/* Build s now if every live remote RU's lease holds, else hold it for evb_bu_step. The clock
+ * is read here, not taken from the loop turn: the check must be as near the hand-off as can be
+ * (docs/evb.md, the fencing window). */
 static void deliver(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
 {
     if (s->held) {
