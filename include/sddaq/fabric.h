@@ -143,8 +143,13 @@ SDD_API const char *sdd_peer_name(const sdd_peer *peer);
  * a peer that closed on purpose, SDD_ETIMEDOUT for one that stopped progressing). */
 SDD_API sdd_err sdd_peer_status(const sdd_peer *peer);
 
-/* Say BYE, fail the peer's pending operations with SDD_ECANCELED and forget it. NULL ok. */
+/* Say BYE, fail the peer's pending operations with SDD_ECANCELED and forget it. NULL ok. What
+ * was posted to a live peer gets up to a second to leave first. */
 SDD_API void sdd_peer_close(sdd_peer *peer);
+/* The same for a peer given up (dead, hung, cut off): its pending operations fail at once,
+ * without the wait for them to leave, which a peer that does not answer would make last the
+ * whole second. NULL ok. */
+SDD_API void sdd_peer_abort(sdd_peer *peer);
 
 /* ---- data movement -------------------------------------------------------------------------
  * Every post returns SDD_OK (a completion carrying ctx will follow), SDD_EAGAIN (queues full:

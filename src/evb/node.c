@@ -395,7 +395,7 @@ void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
     sdd_log(needed ? SDD_LOG_WARN : SDD_LOG_DEBUG, LOG, "node %u: peer node %u is gone (%s)",
             n->self, node, why);
     if (p->peer) {
-        sdd_peer_close(p->peer);
+        sdd_peer_abort(p->peer); /* given up: nothing waits for what it has not taken */
         p->peer = NULL;
     }
     if (n->bu_of[node] >= 0 && n->ru) {
@@ -541,7 +541,10 @@ static void heartbeat(struct sdd_evb_node *n, uint64_t now)
         if (!p->alive) {
             continue;
         }
-        if (p->last_rx_ns != 0 && now - p->last_rx_ns > (uint64_t)n->o.dead_ms * SDD_NS_PER_MS) {
+        /* Silent while this process listened: after its own stall, what the peer sent meanwhile
+         * is still queued, so the count starts again when it runs. */
+        uint64_t since = p->last_rx_ns > n->pause_end_ns ? p->last_rx_ns : n->pause_end_ns;
+        if (p->last_rx_ns != 0 && now - since > (uint64_t)n->o.dead_ms * SDD_NS_PER_MS) {
             evb_peer_dead(n, j, "silent past dead_ms");
             continue;
         }

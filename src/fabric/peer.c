@@ -394,6 +394,15 @@ void sdd_peer_close(sdd_peer *peer)
     free(peer);
 }
 
+void sdd_peer_abort(sdd_peer *peer)
+{
+    if (peer != NULL && peer->status == SDD_OK) {
+        peer->status = SDD_ECANCELED; /* close then skips the flush */
+        ep_fail_peer_ops(peer->ep, peer, SDD_ECANCELED);
+    }
+    sdd_peer_close(peer);
+}
+
 void ep_close_all_peers(sdd_ep *ep)
 {
     for (uint32_t i = 0; i < EP_MAX_PEERS && ep->npeers > 0; i++) {
