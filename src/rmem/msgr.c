@@ -37,6 +37,7 @@ struct mpeer {
     uint32_t inline_cap; /* largest inline payload both sides accept */
     uint32_t live_idx;   /* index in sdd_msgr.live */
     uint8_t state;
+    bool given_up; /* killed for a fault, not disconnected by the user: abort, not close */
 };
 
 enum rx_state { RX_IDLE = 0, RX_POSTED, RX_HANDLING };
@@ -214,7 +215,7 @@ static void reap(sdd_msgr *m)
     for (uint32_t i = 0; i < m->opts.max_peers && m->nzombies > 0; i++) {
         struct mpeer *p = &m->peers[i];
         if (p->state == PEER_ZOMBIE) {
-            sdd_peer_close(p->fp);
+            p->given_up ? sdd_peer_abort(p->fp) : sdd_peer_close(p->fp);
             memset(p, 0, sizeof(*p));
             m->nzombies--;
         }
@@ -622,6 +623,7 @@ static void peer_kill(sdd_msgr *m, uint32_t id, sdd_err status)
     m->live[p->live_idx] = last;
     m->peers[last].live_idx = p->live_idx;
     p->state = PEER_ZOMBIE;
+    p->given_up = status != SDD_ECANCELED;
     m->nzombies++;
     m->stats.peers_lost++;
     for (struct rxblk *b = m->blocks, *next; b != NULL; b = next) {

@@ -45,9 +45,11 @@ static struct srv_client *find_client(sdd_rmem_server *srv, const sdd_peer *peer
     return NULL;
 }
 
+/* Both callers give the client up (it left, or did not answer in time): nothing posted to it
+ * is worth waiting for, and a stopped client would hold a close for a second. */
 static void remove_client(sdd_rmem_server *srv, struct srv_client *c, bool lost)
 {
-    sdd_peer_close(c->peer);
+    sdd_peer_abort(c->peer);
     *c = srv->clients[--srv->nclients];
     srv->stats.clients_now = srv->nclients;
     if (lost) {

@@ -1,6 +1,7 @@
 /* Conformance: failures surface as errors within bounded time, never as hangs or crashes.
  * A peer killed (SIGKILL) in the middle of a stream of large writes, sends or reads; a peer
- * that stops progressing (SIGSTOP) while a transfer waits on it; a wrong remote key. */
+ * that stops progressing (SIGSTOP) while a transfer waits on it; the same peer given up with
+ * sdd_peer_abort; a wrong remote key. */
 #include "fabtest.h"
 
 #define BIG      (4u << 20)
@@ -119,6 +120,70 @@ static void client_stalled_peer(struct ft_side *s)
     kill(child_pid, SIGCONT);
 }
 
+/* Post the abort case's operation k (1, 2: large sends; 3: a large read), retrying for a moment
+ * while the queues are full: without cross-memory attach, shm takes one large transfer to a
+ * stopped peer and refuses the next. */
+static bool post_to_stopped(struct ft_side *s, uintptr_t k)
+{
+    uint64_t deadline = sdd_now_ns() + 200 * SDD_NS_PER_MS;
+    sdd_err err;
+    do {
+        err = k < 3 ? sdd_ep_post_send(s->ep, s->peer, s->buf, BIG, s->mr, (void *)k)
+                    : sdd_ep_post_read(s->ep, s->peer, s->buf + BIG, BIG, s->mr, &s->remote, 0,
+                                       (void *)k);
+        if (err == SDD_EAGAIN) {
+            ft_pump(s);
+        }
+    } while (err == SDD_EAGAIN && sdd_now_ns() < deadline);
+    CHECK(err == SDD_OK || err == SDD_EAGAIN);
+    return err == SDD_OK;
+}
+
+/* A peer given up while it is stopped: sdd_peer_abort must return at once and fail what was
+ * posted to it, where sdd_peer_close would give those operations a second to leave. Large
+ * sends need the stopped receiver; a read may still complete on its own over shm with
+ * cross-memory attach (either outcome is fine for it; a hang is not). */
+static void client_abort_stalled_peer(struct ft_side *s)
+{
+    wait_ready(s);
+    kill(child_pid, SIGSTOP);
+    bool posted[4] = {false};
+    int nposted = 0;
+    for (uintptr_t k = 1; k <= 3; k++) {
+        posted[k] = post_to_stopped(s, k);
+        nposted += posted[k];
+    }
+    CHECK_REQUIRE(posted[1]);         /* at least one send waits on the stopped peer */
+    sdd_sleep_ns(50 * SDD_NS_PER_MS); /* give the provider time to start them */
+    uint64_t t0 = sdd_now_ns();
+    sdd_peer_abort(s->peer);
+    uint64_t took = sdd_now_ns() - t0;
+    s->peer = NULL;
+    CHECK(took < 300 * SDD_NS_PER_MS); /* a close's flush would wait up to 1 s here */
+    int sends_cancelled = 0, cancelled = 0, answered = 0;
+    struct sdd_cqe c = {0};
+    while (answered < nposted && ft_next(s, &c, 2000)) {
+        uintptr_t k = (uintptr_t)c.ctx;
+        if (k < 1 || k > 3 || !posted[k]) {
+            continue;
+        }
+        CHECK(c.peer == NULL); /* the peer is freed: no completion may point at it */
+        CHECK(k == 3 ? c.status == SDD_OK || c.status == SDD_ECANCELED : c.status == SDD_ECANCELED);
+        sends_cancelled += k < 3 && c.status == SDD_ECANCELED;
+        cancelled += c.status == SDD_ECANCELED;
+        answered++;
+    }
+    CHECK_EQ(answered, nposted);
+    CHECK_EQ(sends_cancelled, (int)posted[1] + (int)posted[2]);
+    struct sdd_ep_stats st;
+    sdd_ep_stats(s->ep, &st);
+    CHECK(st.failed >= (uint64_t)sends_cancelled);
+    printf("abort of a stalled peer: returned after %.2f ms, %d of %d posted cancelled\n",
+           (double)took / 1e6, cancelled, nposted);
+    kill(child_pid, SIGKILL);
+    kill(child_pid, SIGCONT);
+}
+
 /* shm with cross-memory attach performs RMA from the initiator without asking the target,
  * and libfabric 1.17 does not check the key on that path. */
 static bool provider_checks_keys(const struct ft_side *s)
@@ -182,6 +247,7 @@ int main(int argc, char **argv)
     stream_op = STREAM_READ;
     CHECK(run_case(client_kill_midway, 0, SIGKILL));
     CHECK(run_case(client_stalled_peer, 1000, SIGKILL));
+    CHECK(run_case(client_abort_stalled_peer, 0, SIGKILL));
     /* The server survives a bad key; it ends when the client goes away. */
     CHECK(run_case(client_wrong_key, 2000, 0));
     return check_finish();
