@@ -245,6 +245,9 @@ void run_end_local(struct sdd_run *r, uint64_t bulks)
 static void stop_sources(struct sdd_run *r)
 {
     if (!r->coordinator) {
+        if (atomic_load(&r->failed) == SDD_EFENCED) {
+            return; /* the others gave this node up and go on, as after a crash (docs/run.md) */
+        }
         /* The coordinator ends the run for every node; without it, nobody can agree on an
          * end: stop here at once. */
         sdd_err err = run_remote_stop(r);
@@ -635,6 +638,7 @@ sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
     }
     if (r->multi && summary->ran) {
         share_summary(r, summary);
+        err = err == SDD_OK ? summary->status : err; /* another node lost or failed */
     }
     teardown(r);
     free(r);

@@ -36,6 +36,53 @@ static bool json_u64(const char *js, const char *key, uint64_t *out)
     return end != p;
 }
 
+/* The string after "key":" in such an object, up to its closing quote (sddaq writes no
+ * escapes in these), truncated to fit out; false when absent. */
+static bool json_str(const char *js, const char *key, char *out, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
+    const char *p = strstr(js, pat);
+    if (p == NULL || len == 0) {
+        return false;
+    }
+    p += strlen(pat);
+    const char *end = strchr(p, '"');
+    size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
+    n = n < len - 1 ? n : len - 1;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* The error a node's summary names ("EFENCED", ...), SDD_EIO for one this build does not
+ * know: the run failed there either way. */
+static sdd_err err_named(const char *name)
+{
+    for (int e = -1; e > -64; e--) {
+        if (strcmp(sdd_errname((sdd_err)e), name) == 0) {
+            return (sdd_err)e;
+        }
+    }
+    return SDD_EIO;
+}
+
+/* A node that ended in error but could still report (its builder unit fenced itself, a
+ * stage failed there): the run failed, naming it, even though its figures are counted. */
+static void note_node_failure(struct sdd_run *r, size_t i, const char *js,
+                              struct sdd_run_summary *s)
+{
+    char status[32] = "", why[192] = "";
+    if (!json_str(js, "status", status, sizeof(status)) || strcmp(status, "OK") == 0) {
+        return;
+    }
+    json_str(js, "reason", why, sizeof(why));
+    SDD_WARN(LOG, "node %s ended in error: %s", r->cfg->nodes[i].name, why);
+    if (s->status == SDD_OK) {
+        s->status = err_named(status);
+        snprintf(s->reason, sizeof(s->reason), "node %s failed: %s", r->cfg->nodes[i].name, why);
+    }
+}
 
 /* POST (or GET) to node i's /api/run/<what>; the reply body in *resp (free()). */
 static sdd_err call(struct sdd_run *r, size_t i, const char *method, const char *what,
@@ -241,6 +288,9 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
         bool ok = err == SDD_OK;
         for (size_t k = 0; ok && k < sizeof(v) / sizeof(v[0]); k++) {
             ok = json_u64(js, keys[k], &v[k]);
+        }
+        if (ok) {
+            note_node_failure(r, i, js, s);
         }
         free(js);
         if (!ok) {

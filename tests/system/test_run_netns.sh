@@ -5,7 +5,8 @@
 # event across hosts (the coordinator's totals, and the records in the three files); a timed
 # run ended by the coordinator and a run ended by Ctrl-C on another host both drain on a whole
 # bulk with every event accounted for; pause, resume and stop through the coordinator; a host
-# killed mid-run; the coordinator killed mid-run (the next node takes over and ends the run);
+# killed mid-run; a host stalled past the builder's dead time (it fences, the run ends in error
+# naming it, nothing written twice); the coordinator killed mid-run (the next node takes over);
 # a trigger farm on the third host fed over fabric links by the builder units of the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
@@ -243,4 +244,49 @@ wait || true
 [ "$rc" = 1 ] || fail "farm killed: coordinator exit $rc: $(cat "$work/farmkill.h0.json")"
 grep -qE "h2 lost|fabric link" <<<"$(field "$work/farmkill.h0.json" reason)" ||
     fail "farm killed: reason: $(cat "$work/farmkill.h0.json")"
+# 9. A host stalled past the builder's dead time (SIGSTOP 4 s, dead_ms 2000) and continued: the
+# others give it up and go on; it finds its leases lapsed, fences (drops what it held, builds
+# nothing more) and says so in its metrics while it waits for the coordinator; the coordinator
+# ends the run in error naming it. No event is written twice. The sources are paced so that
+# the stop lands between bulks: the acknowledgement window (docs/evb.md) stays out of the test.
+topology evb-emu "duration: 10" | sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/' \
+    >"$work/stall.yaml"
+(
+    sleep 2
+    victim=$(pgrep -f "stall.yaml --name h2" | head -1)
+    kill -STOP "$victim" && sleep 4 && kill -CONT "$victim"
+    for _ in $(seq 100); do
+        ip netns exec "${tag}h0" "$sddaq" ctl -H 10.78.0.3:7020 metrics 2>/dev/null |
+            grep -E '^sddaq_bu_fenced\{stage="bu2"[^}]*\} 1$' >"$work/stall.fenced" && break
+        sleep 0.1
+    done
+) &
+watcher=$!
+run_all stall
+rc=$?
+wait "$pid_stall1"
+rc1=$?
+wait "$pid_stall2"
+rc2=$?
+wait "$watcher"
+[ "$rc" = 1 ] || fail "stalled host: coordinator exit $rc: $(cat "$work/stall.h0.json")"
+field "$work/stall.h0.json" reason | grep -q "node h2 failed: .*fenced" ||
+    fail "stalled host: reason: $(cat "$work/stall.h0.json")"
+[ "$(field "$work/stall.h0.json" status)" = EFENCED ] || fail "stalled host: $(cat "$work/stall.h0.json")"
+[ "$rc2" = 1 ] && [ "$(field "$work/stall.h2.json" status)" = EFENCED ] ||
+    fail "stalled host: h2 exit $rc2: $(cat "$work/stall.h2.json" "$work/stall.h2.err")"
+[ "$rc1" = 0 ] || fail "stalled host: h1 exit $rc1: $(cat "$work/stall.h1.json" "$work/stall.h1.err")"
+[ -s "$work/stall.fenced" ] || fail "stalled host: h2's metrics never showed sddaq_bu_fenced 1"
+[ "$(field "$work/stall.h0.json" accounted)" = True ] || fail "stalled host: $(cat "$work/stall.h0.json")"
+[ "$(field "$work/stall.h0.json" incomplete)" -gt 0 ] ||
+    fail "stalled host: nothing flagged without h2's source: $(cat "$work/stall.h0.json")"
+ids() { "$sddaq" inspect "$1" -d 100000000 | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { print $2 }'; }
+for f in "$work"/out/three_run*_w?.raw; do
+    [ "$f" -nt "$work/stall.yaml" ] || continue
+    ids "$f"
+done >"$work/stall.ids"
+dups=$(sort -n "$work/stall.ids" | uniq -d | wc -l)
+[ "$(wc -l <"$work/stall.ids")" = "$(field "$work/stall.h0.json" written)" ] ||
+    fail "stalled host: the files hold $(wc -l <"$work/stall.ids") records, written $(field "$work/stall.h0.json" written)"
+[ "$dups" = 0 ] || fail "stalled host: $dups events written twice"
 echo "three hosts: all checks passed"
