@@ -216,17 +216,39 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     if (++r->coordinator_misses < 2) {
         return false;
     }
-    r->lost[c] = true;
+    /* The first node in order that still answers takes over, if it reaches a majority of the
+     * run's nodes (itself included). A node cut off alone must not end the run for the
+     * others, who still have their coordinator: it goes on, and if the partition heals the
+     * coordinator ends the run as usual; if it lasts, the event builder's and links' own
+     * timeouts end this node's part. Two nodes cannot tell a partition from a death: there
+     * the survivor takes over (docs/run.md). */
     const char *lost_name = r->cfg->nodes[c].name;
-    for (size_t i = 0; i < r->cfg->n_nodes && other(r, i); i++) {
-        if ((long)i != c && answers(r, i)) {
-            SDD_WARN(LOG, "node %s (the coordinator) is lost; node %s ends the run", lost_name,
-                     r->cfg->nodes[i].name);
-            return false;
+    size_t reached = 1, first = SIZE_MAX;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if ((long)i != c && other(r, i) && answers(r, i)) {
+            reached++;
+            first = i < first ? i : first;
         }
     }
-    r->coordinator = true; /* the first node still answering: this one */
+    if (2 * reached <= r->cfg->n_nodes && r->cfg->n_nodes > 2) {
+        if (!r->cut_off_said) {
+            SDD_WARN(LOG, "node %s (the coordinator) does not answer, and this node reaches "
+                     "only %zu of the run's %zu nodes (itself included): it is cut off and "
+                     "does not take over",
+                     lost_name, reached, r->cfg->n_nodes);
+            r->cut_off_said = true;
+        }
+        r->coordinator_misses = 0; /* look again */
+        return false;
+    }
+    r->lost[c] = true;
+    if (first < (size_t)(r->self - r->cfg->nodes)) {
+        SDD_WARN(LOG, "node %s (the coordinator) is lost; node %s ends the run", lost_name,
+                 r->cfg->nodes[first].name);
+        return false;
+    }
     char why[256];
+    r->coordinator = true; /* the first node still answering: this one */
     snprintf(why, sizeof(why), "node %s (the coordinator) lost; node %s ended the run",
              lost_name, r->self->name);
     run_fail(r, NULL, SDD_EPEERDEAD, why);

@@ -6,8 +6,10 @@
 # run ended by the coordinator and a run ended by Ctrl-C on another host both drain on a whole
 # bulk with every event accounted for; pause, resume and stop through the coordinator; a host
 # killed mid-run; a host stalled past the builder's dead time (it fences, the run ends in error
-# naming it, nothing written twice); the coordinator killed mid-run (the next node takes over);
-# a trigger farm on the third host fed over fabric links by the builder units of the others.
+# naming it, nothing written twice); a host cut off for less than the dead time (it does not
+# take over as coordinator; the run ends cleanly); the coordinator killed mid-run (the next node
+# takes over); a trigger farm on the third host fed over fabric links by the builder units of
+# the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -289,4 +291,35 @@ dups=$(sort -n "$work/stall.ids" | uniq -d | wc -l)
 [ "$(wc -l <"$work/stall.ids")" = "$(field "$work/stall.h0.json" written)" ] ||
     fail "stalled host: the files hold $(wc -l <"$work/stall.ids") records, written $(field "$work/stall.h0.json" written)"
 [ "$dups" = 0 ] || fail "stalled host: $dups events written twice"
+# 10. A partition shorter than the builder's dead time (heartbeats every 500 ms: 10 s): h2's
+# link to the bridge goes down for 4 s. h2 cannot reach the coordinator, but neither can it
+# reach a majority, so it must not take over (it used to, and ended the run for h1 behind the
+# real coordinator's back); once the link is back the run goes on and ends cleanly everywhere.
+topology evb-emu "duration: 10" |
+    sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/; s/bulk_size: 32}/bulk_size: 32, heartbeat_ms: 500}/' \
+        >"$work/part.yaml"
+(sleep 2 && ip -n "$br" link set "v2$tag" down && sleep 4 && ip -n "$br" link set "v2$tag" up) &
+cutter=$!
+export SDDAQ_LOG=warn # h2 says it is cut off
+run_all part
+rc=$?
+export SDDAQ_LOG=error
+wait "$pid_part1"
+rc1=$?
+wait "$pid_part2"
+rc2=$?
+wait "$cutter"
+[ "$rc" = 0 ] && [ "$rc1" = 0 ] && [ "$rc2" = 0 ] ||
+    fail "partition: exits $rc/$rc1/$rc2: $(cat "$work"/part.h?.json "$work/part.h2.err")"
+grep -q "cut off and does not take over" "$work/part.h2.err" ||
+    fail "partition: h2 never noticed the cut: $(cat "$work/part.h2.err")"
+[ "$(field "$work/part.h0.json" nodes)" = 3 ] && [ "$(field "$work/part.h0.json" accounted)" = True ] ||
+    fail "partition: $(cat "$work/part.h0.json")"
+for f in "$work"/out/three_run*_w?.raw; do
+    [ "$f" -nt "$work/part.yaml" ] || continue
+    ids "$f"
+done >"$work/part.ids"
+[ "$(wc -l <"$work/part.ids")" = "$(field "$work/part.h0.json" written)" ] ||
+    fail "partition: the files hold $(wc -l <"$work/part.ids") records, written $(field "$work/part.h0.json" written)"
+[ "$(sort -n "$work/part.ids" | uniq -d | wc -l)" = 0 ] || fail "partition: events written twice"
 echo "three hosts: all checks passed"
