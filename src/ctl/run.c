@@ -317,7 +317,11 @@ static void monitor(struct sdd_run *r)
             }
             next_progress += 1000000000ull;
         }
-        if (stages_all_done(r)) {
+        /* A failure here may leave nothing running here (a builder unit that fenced itself),
+         * but the other nodes of a run must still hear of it: the coordinator ends the run
+         * for them, another node asks it to (stop_sources). */
+        bool failed_here = r->multi && atomic_load(&r->failed) != 0;
+        if (stages_all_done(r) && (stopping || !failed_here)) {
             break;
         }
         if (!stopping && atomic_load(&r->phase) == RUN_PHASE_GO) {
@@ -329,7 +333,7 @@ static void monitor(struct sdd_run *r)
         bool timed_out = r->coordinator && duration > 0 && running_s >= duration;
         bool want = timed_out || (r->o.stop && *r->o.stop) || atomic_load(&r->stop_req) != 0 ||
                     atomic_load(&r->failed) != 0 || direct_enough(r);
-        if (want && !stopping && !(evb_all_done(r) && direct_all_done(r))) {
+        if (want && !stopping && (failed_here || !(evb_all_done(r) && direct_all_done(r)))) {
             stopping = true;
             stop_ns = now;
             stop_sources(r);

@@ -7,8 +7,9 @@
 # bulk with every event accounted for; pause, resume and stop through the coordinator; a host
 # killed mid-run; a host stalled past the builder's dead time (it fences, the run ends in error
 # naming it, nothing written twice); a host cut off for less than the dead time (it does not
-# take over as coordinator; the run ends cleanly); the coordinator killed mid-run (the next node
-# takes over); a trigger farm on the third host fed over fabric links by the builder units of
+# take over as coordinator; the run ends cleanly); the coordinator stalled past the dead time
+# (it fences and ends the run for all); the coordinator killed mid-run (the next node takes
+# over); a trigger farm on the third host fed over fabric links by the builder units of
 # the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
@@ -91,6 +92,17 @@ run_all() {
     done
     ip netns exec "${tag}h0" "$sddaq" node --config "$work/$name.yaml" --name h0 -q --json "$@" \
         >"$work/$name.h0.json" 2>"$work/$name.h0.err"
+}
+
+# running_on I: wait (up to 30 s) until host i's control port says the run is running, so
+# that a fault injected next hits a running node, not one still connecting.
+running_on() {
+    for _ in $(seq 300); do
+        ip netns exec "${tag}h0" "$sddaq" ctl -H "10.78.0.$(($1 + 1)):7020" state 2>/dev/null |
+            grep -q '"state":"running"' && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 # 1. A fixed-length run: 60000 events, prescale keeps exactly 12000 across the hosts.
@@ -254,7 +266,7 @@ grep -qE "h2 lost|fabric link" <<<"$(field "$work/farmkill.h0.json" reason)" ||
 topology evb-emu "duration: 10" | sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/' \
     >"$work/stall.yaml"
 (
-    sleep 2
+    running_on 2 && sleep 1
     victim=$(pgrep -f "stall.yaml --name h2" | head -1)
     kill -STOP "$victim" && sleep 4 && kill -CONT "$victim"
     for _ in $(seq 100); do
@@ -298,7 +310,7 @@ dups=$(sort -n "$work/stall.ids" | uniq -d | wc -l)
 topology evb-emu "duration: 10" |
     sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/; s/bulk_size: 32}/bulk_size: 32, heartbeat_ms: 500}/' \
         >"$work/part.yaml"
-(sleep 2 && ip -n "$br" link set "v2$tag" down && sleep 4 && ip -n "$br" link set "v2$tag" up) &
+(running_on 2 && sleep 1 && ip -n "$br" link set "v2$tag" down && sleep 4 && ip -n "$br" link set "v2$tag" up) &
 cutter=$!
 export SDDAQ_LOG=warn # h2 says it is cut off
 run_all part
@@ -322,4 +334,35 @@ done >"$work/part.ids"
 [ "$(wc -l <"$work/part.ids")" = "$(field "$work/part.h0.json" written)" ] ||
     fail "partition: the files hold $(wc -l <"$work/part.ids") records, written $(field "$work/part.h0.json" written)"
 [ "$(sort -n "$work/part.ids" | uniq -d | wc -l)" = 0 ] || fail "partition: events written twice"
+# 11. The coordinator stalled past the dead time (SIGSTOP 4 s) in a 30 s run: continued, it
+# fences, and as the coordinator it ends the run for the others at once (it used to finish
+# alone and make them wait for a new coordinator, two minutes). Nothing written twice.
+topology evb-emu "duration: 30" | sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/' \
+    >"$work/cstall.yaml"
+(
+    running_on 0 && sleep 1
+    victim=$(pgrep -f "cstall.yaml --name h0" | head -1)
+    kill -STOP "$victim" && sleep 4 && kill -CONT "$victim"
+) &
+stopper=$!
+t0=$SECONDS
+run_all cstall
+rc=$?
+wait "$pid_cstall1"
+rc1=$?
+wait "$pid_cstall2"
+rc2=$?
+wait "$stopper"
+[ $((SECONDS - t0)) -le 20 ] || fail "stalled coordinator: the run took $((SECONDS - t0)) s"
+[ "$rc" = 1 ] && [ "$(field "$work/cstall.h0.json" status)" = EFENCED ] ||
+    fail "stalled coordinator: exit $rc: $(cat "$work/cstall.h0.json")"
+[ "$rc1" = 0 ] && [ "$rc2" = 0 ] || fail "stalled coordinator: exits $rc1/$rc2: $(cat "$work"/cstall.h[12].err)"
+[ "$(field "$work/cstall.h0.json" nodes)" = 3 ] || fail "stalled coordinator: $(cat "$work/cstall.h0.json")"
+for f in "$work"/out/three_run*_w?.raw; do
+    [ "$f" -nt "$work/cstall.yaml" ] || continue
+    ids "$f"
+done >"$work/cstall.ids"
+[ "$(wc -l <"$work/cstall.ids")" = "$(field "$work/cstall.h0.json" written)" ] ||
+    fail "stalled coordinator: the files hold $(wc -l <"$work/cstall.ids") records, written $(field "$work/cstall.h0.json" written)"
+[ "$(sort -n "$work/cstall.ids" | uniq -d | wc -l)" = 0 ] || fail "stalled coordinator: events written twice"
 echo "three hosts: all checks passed"
