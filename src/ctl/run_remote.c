@@ -72,7 +72,7 @@ static sdd_err err_named(const char *name)
 static void note_node_failure(struct sdd_run *r, size_t i, const char *js,
                               struct sdd_run_summary *s)
 {
-    char status[32] = "", why[192] = "";
+    char status[32] = "", why[160] = "";
     if (!json_str(js, "status", status, sizeof(status)) || strcmp(status, "OK") == 0) {
         return;
     }
