@@ -158,5 +158,9 @@ SDD_API sdd_err sdd_http_request(const char *host, uint16_t port, const char *me
 /* Whether something accepts TCP connections at host:port within timeout_ms: a control port's
  * liveness, without waiting for a server that is busy answering a long request. */
 SDD_API bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms);
+/* The same, telling why not: SDD_ECONNREFUSED when the host answered that nothing listens
+ * there (the process is gone, the host is up and reachable), SDD_ETIMEDOUT (or another error)
+ * when nothing answered at all (a host down or cut off). */
+SDD_API sdd_err sdd_http_probe(const char *host, uint16_t port, int timeout_ms);
 
 #endif

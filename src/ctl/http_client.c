@@ -77,14 +77,19 @@ static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *
     return err;
 }
 
-bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms)
+sdd_err sdd_http_probe(const char *host, uint16_t port, int timeout_ms)
 {
     int fd = -1;
-    if (connect_to(host, port, timeout_ms, &fd) != SDD_OK) {
-        return false;
+    sdd_err err = connect_to(host, port, timeout_ms, &fd);
+    if (err == SDD_OK) {
+        close(fd);
     }
-    close(fd);
-    return true;
+    return err;
+}
+
+bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms)
+{
+    return sdd_http_probe(host, port, timeout_ms) == SDD_OK;
 }
 
 static sdd_err send_all(int fd, const char *p, size_t len, int timeout_ms)

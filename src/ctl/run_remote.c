@@ -192,11 +192,13 @@ sdd_err run_remote_resume(struct sdd_run *r)
 }
 
 /* Does node i's control port take connections? (Not an HTTP request: a coordinator answering
- * a stop or a pause keeps its server busy until the run has drained.) */
-static bool answers(const struct sdd_run *r, size_t i)
+ * a stop or a pause keeps its server busy until the run has drained.) SDD_ECONNREFUSED: its
+ * host answered that nobody listens, so the node is gone; anything else but SDD_OK: no
+ * answer, gone or cut off. */
+static sdd_err probe(const struct sdd_run *r, size_t i)
 {
     const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
-    return sdd_http_reachable(nd->host, (uint16_t)nd->control_port, 1000);
+    return sdd_http_probe(nd->host, (uint16_t)nd->control_port, 1000);
 }
 
 bool run_remote_watch(struct sdd_run *r, uint64_t now)
@@ -209,7 +211,8 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     if (c < 0 || r->lost[c]) {
         return false;
     }
-    if (answers(r, (size_t)c)) {
+    sdd_err cerr = probe(r, (size_t)c);
+    if (cerr == SDD_OK) {
         r->coordinator_misses = 0;
         return false;
     }
@@ -217,25 +220,30 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
         return false;
     }
     /* The first node in order that still answers takes over, if it reaches a majority of the
-     * run's nodes (itself included). A node cut off alone must not end the run for the
-     * others, who still have their coordinator: it goes on, and if the partition heals the
-     * coordinator ends the run as usual; if it lasts, the event builder's and links' own
-     * timeouts end this node's part. Two nodes cannot tell a partition from a death: there
-     * the survivor takes over (docs/run.md). */
+     * nodes that may still be alive (itself included; a node whose host refuses the connection
+     * is gone). A node cut off alone must not end the run for the others, who still have
+     * their coordinator: it goes on, and if the partition heals the coordinator ends the run
+     * as usual; if it lasts, the event builder's and links' own timeouts end this node's part.
+     * Two nodes cannot tell a partition from a death: there the survivor takes over
+     * (docs/run.md). */
     const char *lost_name = r->cfg->nodes[c].name;
-    size_t reached = 1, first = SIZE_MAX;
+    size_t reached = 1, gone = cerr == SDD_ECONNREFUSED, first = SIZE_MAX;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if ((long)i != c && other(r, i) && answers(r, i)) {
-            reached++;
-            first = i < first ? i : first;
+        if ((long)i == c || !other(r, i)) {
+            continue;
         }
+        sdd_err err = probe(r, i);
+        reached += err == SDD_OK;
+        gone += err == SDD_ECONNREFUSED;
+        first = err == SDD_OK && i < first ? i : first;
     }
-    if (2 * reached <= r->cfg->n_nodes && r->cfg->n_nodes > 2) {
+    size_t maybe_alive = r->cfg->n_nodes - gone;
+    if (2 * reached <= maybe_alive && r->cfg->n_nodes > 2) {
         if (!r->cut_off_said) {
             SDD_WARN(LOG, "node %s (the coordinator) does not answer, and this node reaches "
-                     "only %zu of the run's %zu nodes (itself included): it is cut off and "
-                     "does not take over",
-                     lost_name, reached, r->cfg->n_nodes);
+                     "only %zu of the %zu nodes that may be alive (itself included): it is cut "
+                     "off and does not take over",
+                     lost_name, reached, maybe_alive);
             r->cut_off_said = true;
         }
         r->coordinator_misses = 0; /* look again */
