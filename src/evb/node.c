@@ -215,7 +215,11 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
     struct sdd_ep_opts eo;
     sdd_ep_opts_default(&eo);
     eo.provider = opts->provider;
-    eo.peer_timeout_ms = opts->dead_ms;
+    /* Silence is the heartbeats' to judge, at dead_ms; the bootstrap socket's keepalive only
+     * backs them up. At dead_ms itself it allowed one probe a second and timed out between two
+     * healthy hosts of a loaded VM, and it gave up a BU sooner after its last word than the
+     * lease (lease.c) assumes. A process that dies still closes its socket at once. */
+    eo.peer_timeout_ms = 2 * opts->dead_ms;
     eo.wait_mode = (sdd_wait_mode)opts->wait_mode;
     eo.op_timeout_ms = opts->dead_ms * 4 > 10000 ? opts->dead_ms * 4 : 10000;
     err = sdd_ep_open(&eo, &n->ep);
