@@ -17,16 +17,22 @@
 
 #define REMOTE_TIMEOUT_MS 15000
 
-/* The number after "key": in a flat JSON object we wrote ourselves; false when absent. */
-static bool json_u64(const char *js, const char *key, uint64_t *out)
+/* What follows "key": in a flat JSON object we wrote ourselves; NULL when absent. */
+static const char *json_value(const char *js, const char *key)
 {
     char pat[64];
     snprintf(pat, sizeof(pat), "\"%s\":", key);
     const char *p = strstr(js, pat);
+    return p != NULL ? p + strlen(pat) : NULL;
+}
+
+/* The number (or boolean, as 0/1) after "key":; false when absent. */
+static bool json_u64(const char *js, const char *key, uint64_t *out)
+{
+    const char *p = json_value(js, key);
     if (p == NULL) {
         return false;
     }
-    p += strlen(pat);
     if (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0) {
         *out = p[0] == 't';
         return true;
@@ -36,17 +42,15 @@ static bool json_u64(const char *js, const char *key, uint64_t *out)
     return end != p;
 }
 
-/* The string after "key":" in such an object, up to its closing quote (sddaq writes no
- * escapes in these), truncated to fit out; false when absent. */
+/* The string after "key":, up to its closing quote (sddaq writes no escapes in these),
+ * truncated to fit out; false when absent or not a string. */
 static bool json_str(const char *js, const char *key, char *out, size_t len)
 {
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\"%s\":\"", key);
-    const char *p = strstr(js, pat);
-    if (p == NULL || len == 0) {
+    const char *p = json_value(js, key);
+    if (p == NULL || *p != '"' || len == 0) {
         return false;
     }
-    p += strlen(pat);
+    p++;
     const char *end = strchr(p, '"');
     size_t n = end != NULL ? (size_t)(end - p) : strlen(p);
     n = n < len - 1 ? n : len - 1;
@@ -55,15 +59,16 @@ static bool json_str(const char *js, const char *key, char *out, size_t len)
     return true;
 }
 
-/* The error a node's summary names ("EFENCED", ...), SDD_EIO for one this build does not
+/* The error a node's summary names ("EFENCED", ...); SDD_EIO for one this build does not
  * know: the run failed there either way. */
 static sdd_err err_named(const char *name)
 {
-    for (int e = -1; e > -64; e--) {
-        if (strcmp(sdd_errname((sdd_err)e), name) == 0) {
-            return (sdd_err)e;
-        }
+#define SDD_ERR_BY_NAME(n, value, msg) \
+    if (strcmp(name, #n) == 0) {        \
+        return value;                   \
     }
+    SDD_ERR_MAP(SDD_ERR_BY_NAME)
+#undef SDD_ERR_BY_NAME
     return SDD_EIO;
 }
 

@@ -105,6 +105,32 @@ running_on() {
     return 1
 }
 
+# paced NAME DURATION [HEARTBEAT_MS]: the evb-emu topology with its sources at 20 000 events/s
+# (and the builder's heartbeat), written to NAME.yaml; a fault then lands between bulks.
+paced() {
+    local hb=${3:+, heartbeat_ms: $3}
+    topology evb-emu "duration: $2" |
+        sed "s/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/; s/bulk_size: 32}/bulk_size: 32$hb}/" \
+            >"$work/$1.yaml"
+}
+
+ids() { "$sddaq" inspect "$1" -d 100000000 | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { print $2 }'; }
+
+# written_once NAME WHAT: the raw files of run NAME hold exactly the events its coordinator
+# says were written, none twice.
+written_once() {
+    local f n dups written
+    for f in "$work"/out/three_run*_w?.raw; do
+        [ "$f" -nt "$work/$1.yaml" ] || continue
+        ids "$f"
+    done >"$work/$1.ids"
+    n=$(wc -l <"$work/$1.ids")
+    written=$(field "$work/$1.h0.json" written)
+    dups=$(sort -n "$work/$1.ids" | uniq -d | wc -l)
+    [ "$n" = "$written" ] || fail "$2: the files hold $n records, written $written"
+    [ "$dups" = 0 ] || fail "$2: $dups events written twice"
+}
+
 # 1. A fixed-length run: 60000 events, prescale keeps exactly 12000 across the hosts.
 topology evb-emu "events: 60000" >"$work/fixed.yaml"
 "$sddaq" config check "$work/fixed.yaml" >/dev/null || fail "fixed: config check"
@@ -263,8 +289,7 @@ grep -qE "h2 lost|fabric link" <<<"$(field "$work/farmkill.h0.json" reason)" ||
 # nothing more) and says so in its metrics while it waits for the coordinator; the coordinator
 # ends the run in error naming it. No event is written twice. The sources are paced so that
 # the stop lands between bulks: the acknowledgement window (docs/evb.md) stays out of the test.
-topology evb-emu "duration: 10" | sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/' \
-    >"$work/stall.yaml"
+paced stall 10
 (
     running_on 2 && sleep 1
     victim=$(pgrep -f "stall.yaml --name h2" | head -1)
@@ -294,22 +319,12 @@ field "$work/stall.h0.json" reason | grep -q "node h2 failed: .*fenced" ||
 [ "$(field "$work/stall.h0.json" accounted)" = True ] || fail "stalled host: $(cat "$work/stall.h0.json")"
 [ "$(field "$work/stall.h0.json" incomplete)" -gt 0 ] ||
     fail "stalled host: nothing flagged without h2's source: $(cat "$work/stall.h0.json")"
-ids() { "$sddaq" inspect "$1" -d 100000000 | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { print $2 }'; }
-for f in "$work"/out/three_run*_w?.raw; do
-    [ "$f" -nt "$work/stall.yaml" ] || continue
-    ids "$f"
-done >"$work/stall.ids"
-dups=$(sort -n "$work/stall.ids" | uniq -d | wc -l)
-[ "$(wc -l <"$work/stall.ids")" = "$(field "$work/stall.h0.json" written)" ] ||
-    fail "stalled host: the files hold $(wc -l <"$work/stall.ids") records, written $(field "$work/stall.h0.json" written)"
-[ "$dups" = 0 ] || fail "stalled host: $dups events written twice"
+written_once stall "stalled host"
 # 10. A partition shorter than the builder's dead time (heartbeats every 500 ms: 10 s): h2's
 # link to the bridge goes down for 4 s. h2 cannot reach the coordinator, but neither can it
 # reach a majority, so it must not take over (it used to, and ended the run for h1 behind the
 # real coordinator's back); once the link is back the run goes on and ends cleanly everywhere.
-topology evb-emu "duration: 10" |
-    sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/; s/bulk_size: 32}/bulk_size: 32, heartbeat_ms: 500}/' \
-        >"$work/part.yaml"
+paced part 10 500
 (running_on 2 && sleep 1 && ip -n "$br" link set "v2$tag" down && sleep 4 && ip -n "$br" link set "v2$tag" up) &
 cutter=$!
 export SDDAQ_LOG=warn # h2 says it is cut off
@@ -327,18 +342,11 @@ grep -q "cut off and does not take over" "$work/part.h2.err" ||
     fail "partition: h2 never noticed the cut: $(cat "$work/part.h2.err")"
 [ "$(field "$work/part.h0.json" nodes)" = 3 ] && [ "$(field "$work/part.h0.json" accounted)" = True ] ||
     fail "partition: $(cat "$work/part.h0.json")"
-for f in "$work"/out/three_run*_w?.raw; do
-    [ "$f" -nt "$work/part.yaml" ] || continue
-    ids "$f"
-done >"$work/part.ids"
-[ "$(wc -l <"$work/part.ids")" = "$(field "$work/part.h0.json" written)" ] ||
-    fail "partition: the files hold $(wc -l <"$work/part.ids") records, written $(field "$work/part.h0.json" written)"
-[ "$(sort -n "$work/part.ids" | uniq -d | wc -l)" = 0 ] || fail "partition: events written twice"
+written_once part partition
 # 11. The coordinator stalled past the dead time (SIGSTOP 4 s) in a 30 s run: continued, it
 # fences, and as the coordinator it ends the run for the others at once (it used to finish
 # alone and make them wait for a new coordinator, two minutes). Nothing written twice.
-topology evb-emu "duration: 30" | sed 's/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/' \
-    >"$work/cstall.yaml"
+paced cstall 30
 (
     running_on 0 && sleep 1
     victim=$(pgrep -f "cstall.yaml --name h0" | head -1)
@@ -358,11 +366,5 @@ wait "$stopper"
     fail "stalled coordinator: exit $rc: $(cat "$work/cstall.h0.json")"
 [ "$rc1" = 0 ] && [ "$rc2" = 0 ] || fail "stalled coordinator: exits $rc1/$rc2: $(cat "$work"/cstall.h[12].err)"
 [ "$(field "$work/cstall.h0.json" nodes)" = 3 ] || fail "stalled coordinator: $(cat "$work/cstall.h0.json")"
-for f in "$work"/out/three_run*_w?.raw; do
-    [ "$f" -nt "$work/cstall.yaml" ] || continue
-    ids "$f"
-done >"$work/cstall.ids"
-[ "$(wc -l <"$work/cstall.ids")" = "$(field "$work/cstall.h0.json" written)" ] ||
-    fail "stalled coordinator: the files hold $(wc -l <"$work/cstall.ids") records, written $(field "$work/cstall.h0.json" written)"
-[ "$(sort -n "$work/cstall.ids" | uniq -d | wc -l)" = 0 ] || fail "stalled coordinator: events written twice"
+written_once cstall "stalled coordinator"
 echo "three hosts: all checks passed"
