@@ -119,8 +119,8 @@ static bool translate_error(sdd_ep *ep, struct sdd_cqe *out)
     if (status == SDD_OK) {
         status = SDD_EFABRIC;
     }
-    SDD_DEBUG("fabric", "completion error: %s (%d), provider: %s", fi_strerror(err.err), err.err,
-              fi_cq_strerror(ep->cq, err.prov_errno, err.err_data, NULL, 0));
+    SDD_DEBUG("fabric", "completion error: %s (%d), provider: %s", fi_lib_strerror(err.err),
+              err.err, fi_cq_strerror(ep->cq, err.prov_errno, err.err_data, NULL, 0));
     if (op == NULL || !retire_op(ep, op)) {
         return false;
     }
@@ -152,7 +152,7 @@ static int read_provider(sdd_ep *ep, struct sdd_cqe *out, int max)
         return translate_error(ep, out) ? 1 : 0;
     }
     if (rc < 0) {
-        SDD_ERROR("fabric", "fi_cq_read: %s (%zd)", fi_strerror((int)-rc), rc);
+        SDD_ERROR("fabric", "fi_cq_read: %s (%zd)", fi_lib_strerror((int)-rc), rc);
         return ep_err_from_fi((int)rc);
     }
     int n = 0;

@@ -83,7 +83,7 @@ sdd_err ep_err_from_fi(int fi_rc)
 
 static struct fi_info *make_hints(const struct sdd_ep_opts *opts, bool want_source)
 {
-    struct fi_info *hints = fi_allocinfo();
+    struct fi_info *hints = fi_lib_dupinfo(NULL);
     if (hints == NULL) {
         return NULL;
     }
@@ -124,7 +124,7 @@ static struct fi_info *choose(struct fi_info *list, const char *provider)
         for (struct fi_info *i = list; i != NULL; i = i->next) {
             if (core_name_is(i->fabric_attr->prov_name, provider) ||
                 strcmp(i->fabric_attr->prov_name, provider) == 0) {
-                return fi_dupinfo(i);
+                return fi_lib_dupinfo(i);
             }
         }
         return NULL;
@@ -132,7 +132,7 @@ static struct fi_info *choose(struct fi_info *list, const char *provider)
     for (size_t k = 0; k < sizeof(auto_order) / sizeof(auto_order[0]); k++) {
         for (struct fi_info *i = list; i != NULL; i = i->next) {
             if (core_name_is(i->fabric_attr->prov_name, auto_order[k])) {
-                return fi_dupinfo(i);
+                return fi_lib_dupinfo(i);
             }
         }
     }
@@ -141,6 +141,10 @@ static struct fi_info *choose(struct fi_info *list, const char *provider)
 
 static sdd_err get_info(const struct sdd_ep_opts *opts, struct fi_info **out, bool *source)
 {
+    sdd_err err = fi_lib_open();
+    if (err != SDD_OK) {
+        return err; /* logged there */
+    }
     /* Ask with FI_SOURCE first (receive completions then name their peer); some providers
      * lack it, so fall back to asking without. */
     for (int pass = 0; pass < 2; pass++) {
@@ -150,18 +154,18 @@ static sdd_err get_info(const struct sdd_ep_opts *opts, struct fi_info **out, bo
             return SDD_ENOMEM;
         }
         struct fi_info *list = NULL;
-        int rc = fi_getinfo(FI_API_VERSION, NULL, NULL, 0, hints, &list);
-        fi_freeinfo(hints);
+        int rc = fi_lib_getinfo(FI_API_VERSION, hints, &list);
+        fi_lib_freeinfo(hints);
         if (rc == 0) {
             struct fi_info *pick = choose(list, opts->provider);
-            fi_freeinfo(list);
+            fi_lib_freeinfo(list);
             if (pick != NULL) {
                 *out = pick;
                 *source = want_source;
                 return SDD_OK;
             }
         } else if (rc != -FI_ENODATA) {
-            SDD_WARN("fabric", "fi_getinfo: %s (%d)", fi_strerror(-rc), rc);
+            SDD_WARN("fabric", "fi_getinfo: %s (%d)", fi_lib_strerror(-rc), rc);
         }
     }
     SDD_WARN("fabric", "no RDM provider with messages and RMA matches '%s'",
@@ -217,7 +221,7 @@ static sdd_err open_cq(sdd_ep *ep)
         ep->cq_fd = -1;
     }
     if (rc != 0) {
-        SDD_ERROR("fabric", "fi_cq_open: %s (%d)", fi_strerror(-rc), rc);
+        SDD_ERROR("fabric", "fi_cq_open: %s (%d)", fi_lib_strerror(-rc), rc);
         return ep_err_from_fi(rc);
     }
     ep->info.wait_fd = ep->cq_fd >= 0;
@@ -260,7 +264,7 @@ static sdd_err alloc_tables(sdd_ep *ep)
 static sdd_err open_objects(sdd_ep *ep)
 {
     struct fi_info *fi = ep->fi;
-    int rc = fi_fabric(fi->fabric_attr, &ep->fabric, NULL);
+    int rc = fi_lib_fabric(fi->fabric_attr, &ep->fabric);
     const char *what = "fi_fabric";
     if (rc == 0) {
         what = "fi_domain";
@@ -295,8 +299,8 @@ static sdd_err open_objects(sdd_ep *ep)
         rc = fi_enable(ep->fid);
     }
     if (rc != 0) {
-        SDD_ERROR("fabric", "%s on %s: %s (%d)", what, fi->fabric_attr->prov_name, fi_strerror(-rc),
-                  rc);
+        SDD_ERROR("fabric", "%s on %s: %s (%d)", what, fi->fabric_attr->prov_name,
+                  fi_lib_strerror(-rc), rc);
         return ep_err_from_fi(rc);
     }
     return SDD_OK;
@@ -359,7 +363,7 @@ static void close_fid(struct fid *fid, const char *what)
     }
     int rc = fi_close(fid);
     if (rc != 0) {
-        SDD_WARN("fabric", "fi_close(%s): %s (%d)", what, fi_strerror(-rc), rc);
+        SDD_WARN("fabric", "fi_close(%s): %s (%d)", what, fi_lib_strerror(-rc), rc);
     }
 }
 
@@ -386,7 +390,7 @@ void sdd_ep_close(sdd_ep *ep)
     if (ep->peer_epfd >= 0) {
         close(ep->peer_epfd);
     }
-    fi_freeinfo(ep->fi);
+    fi_lib_freeinfo(ep->fi);
     cqe_fifo_fini(&ep->local);
     free(ep->ops);
     free(ep->peers);

@@ -10,6 +10,16 @@
 #include "fabric/boot_wire.h"
 #include "sddaq/fabric.h"
 
+/* libfabric's exported functions, loaded on first use (fi_lib.c). fi_lib_open returns SDD_OK or
+ * SDD_ENOPROV (library missing, logged once); the others fail as -FI_ENOSYS or NULL then, and
+ * fi_lib_strerror falls back to strerror. Thread-safe. */
+sdd_err fi_lib_open(void);
+int fi_lib_getinfo(uint32_t version, const struct fi_info *hints, struct fi_info **info);
+void fi_lib_freeinfo(struct fi_info *info);
+struct fi_info *fi_lib_dupinfo(const struct fi_info *info);
+int fi_lib_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric);
+const char *fi_lib_strerror(int err);
+
 #define EP_TICK_NS (2 * 1000 * 1000ull) /* housekeeping period: liveness and deadlines */
 /* A busy poll loop reads the clock (25 ns here) only every this many polls; sleeping waits and
  * sdd_ep_trywait always look at it. */

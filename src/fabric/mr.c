@@ -30,7 +30,7 @@ static sdd_err bind_to_ep(sdd_ep *ep, struct fid_mr *fid)
         rc = fi_mr_enable(fid);
     }
     if (rc != 0) {
-        SDD_ERROR("fabric", "binding MR to endpoint: %s (%d)", fi_strerror(-rc), rc);
+        SDD_ERROR("fabric", "binding MR to endpoint: %s (%d)", fi_lib_strerror(-rc), rc);
     }
     return ep_err_from_fi(rc);
 }
@@ -51,7 +51,7 @@ sdd_err sdd_mr_reg(sdd_ep *ep, void *buf, size_t len, unsigned access, sdd_mr **
     int rc =
         fi_mr_reg(ep->domain, buf, len, access_flags(access), 0, requested_key, 0, &mr->fid, NULL);
     if (rc != 0) {
-        SDD_ERROR("fabric", "fi_mr_reg(%zu bytes): %s (%d)", len, fi_strerror(-rc), rc);
+        SDD_ERROR("fabric", "fi_mr_reg(%zu bytes): %s (%d)", len, fi_lib_strerror(-rc), rc);
         free(mr);
         return ep_err_from_fi(rc);
     }
@@ -90,7 +90,7 @@ static void destroy_mr(sdd_mr *mr)
 {
     int rc = fi_close(&mr->fid->fid);
     if (rc != 0) {
-        SDD_WARN("fabric", "fi_close(mr): %s (%d)", fi_strerror(-rc), rc);
+        SDD_WARN("fabric", "fi_close(mr): %s (%d)", fi_lib_strerror(-rc), rc);
     }
     free(mr);
 }

@@ -127,7 +127,7 @@ static sdd_err finish_post(sdd_ep *ep, struct ep_op *op, ssize_t rc, const char 
         ep->stats.eagain++;
         return SDD_EAGAIN;
     }
-    SDD_WARN("fabric", "%s: %s (%zd)", what, fi_strerror((int)-rc), rc);
+    SDD_WARN("fabric", "%s: %s (%zd)", what, fi_lib_strerror((int)-rc), rc);
     return ep_err_from_fi((int)rc);
 }
 
@@ -148,7 +148,7 @@ static sdd_err finish_inject(sdd_ep *ep, sdd_peer *peer, sdd_cqe_kind kind, void
         ep->stats.eagain++;
         return SDD_EAGAIN;
     }
-    SDD_WARN("fabric", "%s: %s (%zd)", what, fi_strerror((int)-rc), rc);
+    SDD_WARN("fabric", "%s: %s (%zd)", what, fi_lib_strerror((int)-rc), rc);
     return ep_err_from_fi((int)rc);
 }
 

@@ -190,7 +190,7 @@ static sdd_err handshake(sdd_ep *ep, int fd, const char *name, const void *info,
     size_t addr_len = sizeof(mine.addr);
     int rc = fi_getname(&ep->fid->fid, mine.addr, &addr_len);
     if (rc != 0) {
-        SDD_ERROR("fabric", "fi_getname: %s (%d)", fi_strerror(-rc), rc);
+        SDD_ERROR("fabric", "fi_getname: %s (%d)", fi_lib_strerror(-rc), rc);
         return ep_err_from_fi(rc);
     }
     mine.addr_len = (uint32_t)addr_len;
