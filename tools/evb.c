@@ -413,21 +413,34 @@ struct shared {
     _Atomic uint64_t built;
     struct sdd_evb_stats st[SDD_EVB_MAX_NODES];
     _Atomic int ok[SDD_EVB_MAX_NODES];
+    uint64_t again[SDD_EVB_MAX_NODES]; /* deliveries of an event this node had delivered */
 };
 
+/* The global accounting: per node, one bit per event it delivered and one per event it
+ * delivered more than once. A node writes only its own words, so accounting for an event is a
+ * load and a store, not a locked operation on a line the other nodes write too; the parent
+ * adds them up once every node has exited. Flags are rare and stay one shared byte per event. */
 static struct shared *g_sh;
-static _Atomic uint8_t *g_count; /* per event: times built (saturating at 255) */
+static uint64_t *g_bits; /* 2 x nodes x words: node i's delivered, then its again */
+static size_t g_words;   /* 64-bit words per bitmap */
 static _Atomic uint8_t *g_flags;
+static uint64_t *g_mine, *g_mine_again; /* in a node: its two bitmaps */
+static uint32_t g_node;
 
 static void launch_event(const struct sdd_evb_event *ev, void *arg)
 {
     (void)arg;
-    uint8_t old = atomic_fetch_add(&g_count[ev->event_id], 1);
-    if (old == 255) {
-        atomic_store(&g_count[ev->event_id], 255);
+    uint64_t e = ev->event_id, bit = 1ull << (e % 64);
+    if (e / 64 >= g_words) {
+        return; /* not an event of this run: the BU validated it, so never here */
     }
-    if (ev->flags != 0) { /* most events have none: one locked operation per event, not two */
-        atomic_fetch_or(&g_flags[ev->event_id], (uint8_t)ev->flags);
+    if (g_mine[e / 64] & bit) {
+        g_mine_again[e / 64] |= bit;
+        g_sh->again[g_node]++;
+    }
+    g_mine[e / 64] |= bit;
+    if (ev->flags != 0) {
+        atomic_fetch_or(&g_flags[e], (uint8_t)ev->flags);
     }
     /* One shared counter for all nodes: touch it once per bulk, not per event. */
     static uint64_t pending;
@@ -440,6 +453,9 @@ static void launch_event(const struct sdd_evb_event *ev, void *arg)
 
 static int launch_child(struct sdd_evb_opts o, int port_w, int list_r)
 {
+    g_node = o.node;
+    g_mine = g_bits + 2 * (size_t)o.node * g_words;
+    g_mine_again = g_mine + g_words;
     o.on_event = launch_event;
     o.host = "127.0.0.1";
     o.port = 0;
@@ -493,9 +509,11 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     struct sdd_evb_opts o = c->o;
     uint32_t nn = o.nnodes;
     g_sh = shared_map(sizeof(*g_sh));
-    g_count = shared_map(o.events);
+    g_words = (o.events + 63) / 64;
+    size_t bits_len = 2 * (size_t)nn * g_words * sizeof(uint64_t);
+    g_bits = shared_map(bits_len);
     g_flags = shared_map(o.events);
-    if (g_sh == NULL || g_count == NULL || g_flags == NULL) {
+    if (g_sh == NULL || g_bits == NULL || g_flags == NULL) {
         fprintf(stderr, "sddaq evb: cannot map %" PRIu64 " event counters\n", o.events);
         return 1;
     }
@@ -589,14 +607,27 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         res->cpu_proc /= counted;
     }
     res->secs = t1 > t0 ? (double)(t1 - t0) * 1e-9 : 0;
-    for (uint64_t e = 0; e < o.events; e++) {
-        uint8_t k = g_count[e], f = g_flags[e];
-        res->built += k;
-        res->lost += k == 0;
-        res->dup += k > 1;
-        res->complete += k > 0 && (f & ~SDD_EVB_EV_RESENT) == 0;
-        res->incomplete += (f & SDD_EVB_EV_MISSING) != 0;
-        res->corrupt += (f & SDD_EVB_EV_CORRUPT) != 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        res->built += g_sh->again[i];
+    }
+    for (size_t w = 0; w < g_words; w++) {
+        uint64_t seen = 0, twice = 0;
+        for (uint32_t i = 0; i < nn; i++) {
+            const uint64_t *mine = g_bits + 2 * (size_t)i * g_words;
+            twice |= (seen & mine[w]) | mine[g_words + w];
+            seen |= mine[w];
+            res->built += (uint64_t)__builtin_popcountll(mine[w]);
+        }
+        uint64_t n = o.events - 64 * w < 64 ? o.events - 64 * w : 64;
+        uint64_t valid = n == 64 ? ~0ull : (1ull << n) - 1;
+        res->lost += (uint64_t)__builtin_popcountll(~seen & valid);
+        res->dup += (uint64_t)__builtin_popcountll(twice);
+        for (uint64_t b = 0; b < n; b++) {
+            uint8_t f = g_flags[64 * w + b];
+            res->complete += ((seen >> b) & 1) && (f & ~SDD_EVB_EV_RESENT) == 0;
+            res->incomplete += (f & SDD_EVB_EV_MISSING) != 0;
+            res->corrupt += (f & SDD_EVB_EV_CORRUPT) != 0;
+        }
     }
     for (uint32_t i = 0; i < nn; i++) {
         res->built_bytes += g_sh->st[i].bytes_built;
@@ -609,7 +640,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     }
     res->ok = all_ok && res->lost == 0 && res->dup == 0;
     munmap(g_sh, sizeof(*g_sh));
-    munmap((void *)g_count, o.events);
+    munmap(g_bits, bits_len);
     munmap((void *)g_flags, o.events);
     return all_ok ? 0 : 1;
 }

@@ -213,14 +213,17 @@ static double unit_double(uint64_t x)
 uint32_t sdd_evb_source_size(const struct sdd_evb_source_opts *o, uint16_t source,
                              uint64_t event_id)
 {
-    uint64_t h = evb_mix64(o->seed ^ evb_mix64(((uint64_t)source << 48) ^ event_id));
     uint32_t max = o->max != 0 ? o->max : 4 * o->mean;
+    if (o->dist != SDD_EVB_SIZE_UNIFORM && o->dist != SDD_EVB_SIZE_LOGNORMAL) {
+        /* fixed: no hash, no floating point (called once per fragment) */
+        uint32_t v = o->mean < o->min ? o->min : o->mean;
+        return v > max ? max : v;
+    }
+    uint64_t h = evb_mix64(o->seed ^ evb_mix64(((uint64_t)source << 48) ^ event_id));
     double v;
-    switch (o->dist) {
-    case SDD_EVB_SIZE_UNIFORM:
+    if (o->dist == SDD_EVB_SIZE_UNIFORM) {
         v = o->min + unit_double(h) * ((double)max - o->min + 1);
-        break;
-    case SDD_EVB_SIZE_LOGNORMAL: {
+    } else {
         /* Box-Muller from two independent hashes; mean of the log-normal kept at o->mean. */
         double u1 = unit_double(h), u2 = unit_double(evb_mix64(h));
         if (u1 < 1e-300) {
@@ -229,11 +232,6 @@ uint32_t sdd_evb_source_size(const struct sdd_evb_source_opts *o, uint16_t sourc
         double z = sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
         double sigma = o->sigma > 0 ? o->sigma : 0.5;
         v = exp(log((double)o->mean) - 0.5 * sigma * sigma + sigma * z);
-        break;
-    }
-    default:
-        v = o->mean;
-        break;
     }
     if (v < o->min) {
         v = o->min;
