@@ -162,5 +162,10 @@ SDD_API bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms)
  * there (the process is gone, the host is up and reachable), SDD_ETIMEDOUT (or another error)
  * when nothing answered at all (a host down or cut off). */
 SDD_API sdd_err sdd_http_probe(const char *host, uint16_t port, int timeout_ms);
+/* sdd_http_probe of n hosts at once: out[i] for hosts[i]:ports[i], all within timeout_ms in
+ * total (not per host), so that a few silent hosts do not add up. Only each host's first
+ * address is tried. Blocks up to timeout_ms. */
+SDD_API void sdd_http_probe_all(const char *const *hosts, const uint16_t *ports, size_t n,
+                                int timeout_ms, sdd_err *out);
 
 #endif

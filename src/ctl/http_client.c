@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sddaq/clock.h"
 #include "sddaq/ctl.h"
 
 #define RESP_MAX (16u << 20)
@@ -34,7 +35,7 @@ static sdd_err wait_fd(int fd, short events, int timeout_ms)
     }
 }
 
-static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *out)
+static struct addrinfo *resolve(const char *host, uint16_t port)
 {
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
@@ -42,7 +43,13 @@ static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *
     hints.ai_flags = AI_NUMERICSERV;
     char ps[8];
     snprintf(ps, sizeof(ps), "%u", port);
-    if (getaddrinfo(host, ps, &hints, &ai) != 0) {
+    return getaddrinfo(host, ps, &hints, &ai) == 0 ? ai : NULL;
+}
+
+static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *out)
+{
+    struct addrinfo *ai = resolve(host, port);
+    if (ai == NULL) {
         return SDD_EINVAL;
     }
     sdd_err err = SDD_ECONNREFUSED;
@@ -85,6 +92,78 @@ sdd_err sdd_http_probe(const char *host, uint16_t port, int timeout_ms)
         close(fd);
     }
     return err;
+}
+
+/* Start a non-blocking connect to host:port (first address only); *fd stays -1 when it failed
+ * at once (the error returned). */
+static sdd_err start_connect(const char *host, uint16_t port, int *fd)
+{
+    *fd = -1;
+    struct addrinfo *ai = resolve(host, port);
+    if (ai == NULL) {
+        return SDD_EINVAL;
+    }
+    sdd_err err = SDD_OK;
+    int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        err = sdd_err_from_errno(errno);
+    } else if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        err = sdd_err_from_errno(errno);
+        close(s);
+    } else {
+        *fd = s;
+    }
+    freeaddrinfo(ai);
+    return err;
+}
+
+void sdd_http_probe_all(const char *const *hosts, const uint16_t *ports, size_t n, int timeout_ms,
+                        sdd_err *out)
+{
+    struct pollfd *p = calloc(n ? n : 1, sizeof(*p));
+    if (p == NULL) { /* one at a time, then */
+        for (size_t i = 0; i < n; i++) {
+            out[i] = sdd_http_probe(hosts[i], ports[i], timeout_ms);
+        }
+        return;
+    }
+    size_t pending = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = start_connect(hosts[i], ports[i], &p[i].fd);
+        p[i].events = POLLOUT;
+        pending += p[i].fd >= 0;
+        out[i] = p[i].fd >= 0 ? SDD_ETIMEDOUT : out[i]; /* until it answers */
+    }
+    uint64_t end = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
+    while (pending > 0) {
+        uint64_t now = sdd_now_ns();
+        if (now >= end) {
+            break;
+        }
+        int left = (int)((end - now + SDD_NS_PER_MS - 1) / SDD_NS_PER_MS);
+        int k = poll(p, (nfds_t)n, left); /* an fd of -1 is skipped */
+        if (k < 0 && errno != EINTR) {
+            break;
+        }
+        for (size_t i = 0; k > 0 && i < n; i++) {
+            if (p[i].fd < 0 || p[i].revents == 0) {
+                continue;
+            }
+            int so = 0;
+            socklen_t sl = sizeof(so);
+            bool got = getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0;
+            out[i] = !got ? sdd_err_from_errno(errno) : so != 0 ? sdd_err_from_errno(so) : SDD_OK;
+            close(p[i].fd);
+            p[i].fd = -1;
+            pending--;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (p[i].fd >= 0) {
+            close(p[i].fd);
+        }
+    }
+    free(p);
 }
 
 bool sdd_http_reachable(const char *host, uint16_t port, int timeout_ms)

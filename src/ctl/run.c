@@ -507,7 +507,8 @@ static sdd_err setup(struct sdd_run *r)
 }
 
 /* Multi-node runs: every node serves its summary at /api/run/summary; the coordinator adds the
- * others' to its own, the others wait (a minute at most) until it has fetched theirs. */
+ * others' to its own, the others wait (a minute at most) until it has fetched theirs, or until
+ * the coordinator is gone with no node left to take over (twice in a row, a second apart). */
 static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
 {
     char *text = NULL;
@@ -523,8 +524,20 @@ static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
         run_remote_gather(r, summary);
         return;
     }
-    for (int i = 0; i < 6000 && !atomic_load(&r->summary_taken) && r->http != NULL; i++) {
+    uint64_t now = sdd_now_ns(), give_up = now + 60 * SDD_NS_PER_S, look = now + SDD_NS_PER_S;
+    unsigned orphaned = 0;
+    while (!atomic_load(&r->summary_taken) && r->http != NULL && now < give_up) {
         sdd_sleep_ns(SDD_NS_PER_MS * 10);
+        now = sdd_now_ns();
+        if (now >= look) {
+            orphaned = run_remote_nobody_left(r) ? orphaned + 1 : 0;
+            look = sdd_now_ns() + SDD_NS_PER_S;
+        }
+        if (orphaned == 2) {
+            SDD_WARN(LOG, "the coordinator is gone and no other node answers: not waiting for "
+                          "this node's summary to be fetched");
+            break;
+        }
     }
 }
 

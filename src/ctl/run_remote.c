@@ -200,10 +200,12 @@ sdd_err run_remote_resume(struct sdd_run *r)
  * a stop or a pause keeps its server busy until the run has drained.) SDD_ECONNREFUSED: its
  * host answered that nobody listens, so the node is gone; anything else but SDD_OK: no
  * answer, gone or cut off. */
+#define PROBE_MS 1000 /* a control port that does not answer a connect in this is silent */
+
 static sdd_err probe(const struct sdd_run *r, size_t i)
 {
     const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
-    return sdd_http_probe(nd->host, (uint16_t)nd->control_port, 1000);
+    return sdd_http_probe(nd->host, (uint16_t)nd->control_port, PROBE_MS);
 }
 
 bool run_remote_watch(struct sdd_run *r, uint64_t now)
@@ -233,19 +235,29 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * (docs/run.md). */
     const char *lost_name = r->cfg->nodes[c].name;
     size_t reached = 1, gone = cerr == SDD_ECONNREFUSED, first = SIZE_MAX;
+    /* All at once: a partition can silence many nodes, and this runs on the monitor thread. */
+    const char *hosts[SDD_CFG_MAX_NODES];
+    uint16_t ports[SDD_CFG_MAX_NODES];
+    size_t which[SDD_CFG_MAX_NODES], n = 0;
+    sdd_err errs[SDD_CFG_MAX_NODES];
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if ((long)i == c || !other(r, i)) {
-            continue;
+        if ((long)i != c && other(r, i)) {
+            hosts[n] = r->cfg->nodes[i].host;
+            ports[n] = (uint16_t)r->cfg->nodes[i].control_port;
+            which[n++] = i;
         }
-        sdd_err err = probe(r, i);
-        reached += err == SDD_OK;
-        gone += err == SDD_ECONNREFUSED;
-        first = err == SDD_OK && i < first ? i : first;
+    }
+    sdd_http_probe_all(hosts, ports, n, PROBE_MS, errs);
+    for (size_t k = 0; k < n; k++) {
+        reached += errs[k] == SDD_OK;
+        gone += errs[k] == SDD_ECONNREFUSED;
+        first = errs[k] == SDD_OK && which[k] < first ? which[k] : first;
     }
     size_t maybe_alive = r->cfg->n_nodes - gone;
     if (2 * reached <= maybe_alive && r->cfg->n_nodes > 2) {
         if (!r->cut_off_said) {
-            SDD_WARN(LOG, "node %s (the coordinator) does not answer, and this node reaches "
+            SDD_WARN(LOG,
+                     "node %s (the coordinator) does not answer, and this node reaches "
                      "only %zu of the %zu nodes that may be alive (itself included): it is cut "
                      "off and does not take over",
                      lost_name, reached, maybe_alive);
@@ -262,10 +274,35 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     }
     char why[256];
     r->coordinator = true; /* the first node still answering: this one */
-    snprintf(why, sizeof(why), "node %s (the coordinator) lost; node %s ended the run",
-             lost_name, r->self->name);
+    snprintf(why, sizeof(why), "node %s (the coordinator) lost; node %s ended the run", lost_name,
+             r->self->name);
     run_fail(r, NULL, SDD_EPEERDEAD, why);
     return true;
+}
+
+bool run_remote_nobody_left(struct sdd_run *r)
+{
+    long c = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
+    const char *hosts[SDD_CFG_MAX_NODES];
+    uint16_t ports[SDD_CFG_MAX_NODES];
+    sdd_err errs[SDD_CFG_MAX_NODES];
+    size_t n = 0, coord = SIZE_MAX;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if (other(r, i)) {
+            coord = (long)i == c ? n : coord;
+            hosts[n] = r->cfg->nodes[i].host;
+            ports[n++] = (uint16_t)r->cfg->nodes[i].control_port;
+        }
+    }
+    if (coord == SIZE_MAX) {
+        return false;
+    }
+    sdd_http_probe_all(hosts, ports, n, PROBE_MS, errs);
+    bool nobody = errs[coord] == SDD_ECONNREFUSED;
+    for (size_t k = 0; k < n; k++) {
+        nobody = nobody && errs[k] != SDD_OK;
+    }
+    return nobody;
 }
 
 sdd_err run_remote_stop(struct sdd_run *r)

@@ -2,7 +2,7 @@
  * the registry's text with the Prometheus content type, /api/state the state, transitions go
  * through legal and illegal moves with 200/409, bad JSON and unknown states get 400, unknown
  * paths 404, wrong methods 405, oversize bodies 413, a failing handler 500; the client's own
- * errors (refused connection) and concurrent clients. */
+ * errors (refused connection) and concurrent clients; probing many hosts at once. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -14,6 +14,7 @@
 
 #include "check.h"
 
+#include "sddaq/clock.h"
 #include "sddaq/ctl.h"
 
 #define TMO 5000
@@ -426,6 +427,68 @@ static void test_run_hook(void)
     sdd_http_stop(h);
 }
 
+/* A port nothing listens on: bound, then closed. */
+static uint16_t closed_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK_REQUIRE(s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0);
+    CHECK_REQUIRE(getsockname(s, (struct sockaddr *)&a, &al) == 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* A listener whose accept queue is full drops new connections' SYNs: a silent host. */
+static int silent_listener(uint16_t *port, int *queued)
+{
+    int l = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    CHECK_REQUIRE(l >= 0 && bind(l, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(l, 0) == 0);
+    CHECK_REQUIRE(getsockname(l, (struct sockaddr *)&a, &al) == 0);
+    *port = ntohs(a.sin_port);
+    *queued = socket(AF_INET, SOCK_STREAM, 0); /* takes the one place in the queue */
+    CHECK_REQUIRE(*queued >= 0 && connect(*queued, (struct sockaddr *)&a, sizeof(a)) == 0);
+    return l;
+}
+
+/* Probing several hosts at once: each answer for its own host, and the silent ones cost the
+ * timeout once in all, not once each. */
+static void test_probe_all(void)
+{
+    enum { SILENT = 4, N = SILENT + 2, TIMEOUT_MS = 500 };
+    int fds[2 * SILENT];
+    const char *hosts[N];
+    uint16_t ports[N];
+    sdd_err out[N];
+    for (int i = 0; i < SILENT; i++) {
+        fds[2 * i] = silent_listener(&ports[i], &fds[2 * i + 1]);
+    }
+    sdd_http *h = start(NULL, NULL, NULL, NULL);
+    CHECK_REQUIRE(h != NULL);
+    ports[SILENT] = sdd_http_port(h);  /* listening: OK */
+    ports[SILENT + 1] = closed_port(); /* nothing there: refused */
+    for (int i = 0; i < N; i++) {
+        hosts[i] = "127.0.0.1";
+    }
+    uint64_t t0 = sdd_now_ns();
+    sdd_http_probe_all(hosts, ports, N, TIMEOUT_MS, out);
+    uint64_t ms = (sdd_now_ns() - t0) / SDD_NS_PER_MS;
+    for (int i = 0; i < SILENT; i++) {
+        CHECK_EQ(out[i], SDD_ETIMEDOUT);
+    }
+    CHECK_EQ(out[SILENT], SDD_OK);
+    CHECK_EQ(out[SILENT + 1], SDD_ECONNREFUSED);
+    CHECK(ms >= TIMEOUT_MS - 1 && ms < SILENT * TIMEOUT_MS * 3 / 4); /* one at a time: 2000 */
+    CHECK_EQ(sdd_http_probe(hosts[0], ports[0], 100), SDD_ETIMEDOUT);
+    sdd_http_probe_all(hosts, ports, 0, TIMEOUT_MS, out); /* nothing to do */
+    sdd_http_stop(h);
+    for (int i = 0; i < 2 * SILENT; i++) {
+        close(fds[i]);
+    }
+}
+
 int main(void)
 {
     test_metrics_and_state();
@@ -434,5 +497,6 @@ int main(void)
     test_handler();
     test_bind_errors();
     test_concurrent_clients();
+    test_probe_all();
     return check_finish();
 }

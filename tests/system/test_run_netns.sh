@@ -8,9 +8,10 @@
 # killed mid-run; a host stalled past the builder's dead time (it fences, the run ends in error
 # naming it, nothing written twice); a host cut off for less than the dead time (it does not
 # take over as coordinator; the run ends cleanly); the coordinator stalled past the dead time
-# (it fences and ends the run for all); the coordinator killed mid-run (the next node takes
-# over); a trigger farm on the third host fed over fabric links by the builder units of
-# the others.
+# (it fences and ends the run for all); a fenced host whose coordinator and peers die while it
+# waits for its summary to be fetched (it leaves in seconds); the coordinator killed mid-run
+# (the next node takes over); a trigger farm on the third host fed over fabric links by the
+# builder units of the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -112,6 +113,22 @@ paced() {
     topology evb-emu "duration: $2" |
         sed "s/fragment: {size: 1K}/rate: 20000, fragment: {size: 1K}/; s/bulk_size: 32}/bulk_size: 32$hb}/" \
             >"$work/$1.yaml"
+}
+
+# stall_h2 NAME: once run NAME runs on h2, stop h2 for 4 s (past a 2 s dead time), continue
+# it, and wait (up to 10 s) until its metrics show its builder unit fenced: that line goes to
+# NAME.fenced.
+stall_h2() {
+    running_on 2 && sleep 1
+    local victim
+    victim=$(pgrep -f "$1.yaml --name h2" | head -1)
+    kill -STOP "$victim" && sleep 4 && kill -CONT "$victim"
+    for _ in $(seq 100); do
+        ip netns exec "${tag}h0" "$sddaq" ctl -H 10.78.0.3:7020 metrics 2>/dev/null |
+            grep -E '^sddaq_bu_fenced\{stage="bu2"[^}]*\} 1$' >"$work/$1.fenced" && return 0
+        sleep 0.1
+    done
+    return 1
 }
 
 ids() { "$sddaq" inspect "$1" -d 100000000 | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && NF >= 5 { print $2 }'; }
@@ -290,16 +307,7 @@ grep -qE "h2 lost|fabric link" <<<"$(field "$work/farmkill.h0.json" reason)" ||
 # ends the run in error naming it. No event is written twice. The sources are paced so that
 # the stop lands between bulks: the acknowledgement window (docs/evb.md) stays out of the test.
 paced stall 10
-(
-    running_on 2 && sleep 1
-    victim=$(pgrep -f "stall.yaml --name h2" | head -1)
-    kill -STOP "$victim" && sleep 4 && kill -CONT "$victim"
-    for _ in $(seq 100); do
-        ip netns exec "${tag}h0" "$sddaq" ctl -H 10.78.0.3:7020 metrics 2>/dev/null |
-            grep -E '^sddaq_bu_fenced\{stage="bu2"[^}]*\} 1$' >"$work/stall.fenced" && break
-        sleep 0.1
-    done
-) &
+stall_h2 stall &
 watcher=$!
 run_all stall
 rc=$?
@@ -367,4 +375,24 @@ wait "$stopper"
 [ "$rc1" = 0 ] && [ "$rc2" = 0 ] || fail "stalled coordinator: exits $rc1/$rc2: $(cat "$work"/cstall.h[12].err)"
 [ "$(field "$work/cstall.h0.json" nodes)" = 3 ] || fail "stalled coordinator: $(cat "$work/cstall.h0.json")"
 written_once cstall "stalled coordinator"
+# 12. Nobody left to fetch a summary: h2 stalls past the dead time and fences, and while it
+# waits for the coordinator to fetch its summary, h0 and h1 are killed. Their hosts refuse
+# connections, so h2 leaves within seconds (it used to wait a minute), still reporting EFENCED.
+paced orphan 30
+(stall_h2 orphan; kill -9 $(pgrep -f "orphan.yaml --name h[01]")) &
+killer=$!
+export SDDAQ_LOG=warn # h2 says why it leaves
+run_all orphan
+export SDDAQ_LOG=error
+wait "$pid_orphan1"
+wait "$killer"
+t0=$SECONDS
+wait "$pid_orphan2"
+rc2=$?
+[ $((SECONDS - t0)) -le 10 ] || fail "orphaned node: h2 waited $((SECONDS - t0)) s after the others died"
+echo "orphaned node: h2 left $((SECONDS - t0)) s after the others died"
+[ "$rc2" = 1 ] && [ "$(field "$work/orphan.h2.json" status)" = EFENCED ] ||
+    fail "orphaned node: h2 exit $rc2: $(cat "$work/orphan.h2.json" "$work/orphan.h2.err")"
+grep -q "no other node answers" "$work/orphan.h2.err" ||
+    fail "orphaned node: h2 did not say why it left: $(cat "$work/orphan.h2.err")"
 echo "three hosts: all checks passed"
