@@ -196,16 +196,35 @@ sdd_err run_remote_resume(struct sdd_run *r)
     return tell_all(r, "resume", "{}");
 }
 
+#define PROBE_MS 1000 /* a control port that does not answer a connect in this is silent */
+
 /* Does node i's control port take connections? (Not an HTTP request: a coordinator answering
  * a stop or a pause keeps its server busy until the run has drained.) SDD_ECONNREFUSED: its
  * host answered that nobody listens, so the node is gone; anything else but SDD_OK: no
  * answer, gone or cut off. */
-#define PROBE_MS 1000 /* a control port that does not answer a connect in this is silent */
-
 static sdd_err probe(const struct sdd_run *r, size_t i)
 {
     const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
     return sdd_http_probe(nd->host, (uint16_t)nd->control_port, PROBE_MS);
+}
+
+/* Probe every other node but `skip` (-1: none) at once, within one PROBE_MS: a partition can
+ * silence many nodes, and this runs on the monitor thread. which[k] is the node errs[k] is
+ * about; returns how many. */
+static size_t probe_others(const struct sdd_run *r, long skip, size_t *which, sdd_err *errs)
+{
+    const char *hosts[SDD_CFG_MAX_NODES];
+    uint16_t ports[SDD_CFG_MAX_NODES];
+    size_t n = 0;
+    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
+        if ((long)i != skip && other(r, i)) {
+            hosts[n] = r->cfg->nodes[i].host;
+            ports[n] = (uint16_t)r->cfg->nodes[i].control_port;
+            which[n++] = i;
+        }
+    }
+    sdd_http_probe_all(hosts, ports, n, PROBE_MS, errs);
+    return n;
 }
 
 bool run_remote_watch(struct sdd_run *r, uint64_t now)
@@ -235,19 +254,9 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * (docs/run.md). */
     const char *lost_name = r->cfg->nodes[c].name;
     size_t reached = 1, gone = cerr == SDD_ECONNREFUSED, first = SIZE_MAX;
-    /* All at once: a partition can silence many nodes, and this runs on the monitor thread. */
-    const char *hosts[SDD_CFG_MAX_NODES];
-    uint16_t ports[SDD_CFG_MAX_NODES];
-    size_t which[SDD_CFG_MAX_NODES], n = 0;
+    size_t which[SDD_CFG_MAX_NODES];
     sdd_err errs[SDD_CFG_MAX_NODES];
-    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if ((long)i != c && other(r, i)) {
-            hosts[n] = r->cfg->nodes[i].host;
-            ports[n] = (uint16_t)r->cfg->nodes[i].control_port;
-            which[n++] = i;
-        }
-    }
-    sdd_http_probe_all(hosts, ports, n, PROBE_MS, errs);
+    size_t n = probe_others(r, c, which, errs);
     for (size_t k = 0; k < n; k++) {
         reached += errs[k] == SDD_OK;
         gone += errs[k] == SDD_ECONNREFUSED;
@@ -283,26 +292,15 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
 bool run_remote_nobody_left(struct sdd_run *r)
 {
     long c = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
-    const char *hosts[SDD_CFG_MAX_NODES];
-    uint16_t ports[SDD_CFG_MAX_NODES];
+    size_t which[SDD_CFG_MAX_NODES];
     sdd_err errs[SDD_CFG_MAX_NODES];
-    size_t n = 0, coord = SIZE_MAX;
-    for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if (other(r, i)) {
-            coord = (long)i == c ? n : coord;
-            hosts[n] = r->cfg->nodes[i].host;
-            ports[n++] = (uint16_t)r->cfg->nodes[i].control_port;
-        }
-    }
-    if (coord == SIZE_MAX) {
-        return false;
-    }
-    sdd_http_probe_all(hosts, ports, n, PROBE_MS, errs);
-    bool nobody = errs[coord] == SDD_ECONNREFUSED;
+    size_t n = probe_others(r, -1, which, errs);
+    bool coordinator_gone = false, nobody = true;
     for (size_t k = 0; k < n; k++) {
+        coordinator_gone |= (long)which[k] == c && errs[k] == SDD_ECONNREFUSED;
         nobody = nobody && errs[k] != SDD_OK;
     }
-    return nobody;
+    return coordinator_gone && nobody;
 }
 
 sdd_err run_remote_stop(struct sdd_run *r)
