@@ -46,6 +46,34 @@ static struct addrinfo *resolve(const char *host, uint16_t port)
     return getaddrinfo(host, ps, &hints, &ai) == 0 ? ai : NULL;
 }
 
+/* Start a non-blocking connect to a; *fd stays -1 when it failed at once (the error returned). */
+static sdd_err start_connect(const struct addrinfo *a, int *fd)
+{
+    *fd = -1;
+    int s = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0) {
+        return sdd_err_from_errno(errno);
+    }
+    if (connect(s, a->ai_addr, a->ai_addrlen) != 0 && errno != EINPROGRESS) {
+        sdd_err err = sdd_err_from_errno(errno);
+        close(s);
+        return err;
+    }
+    *fd = s;
+    return SDD_OK;
+}
+
+/* How a connect that poll() reported on ended. */
+static sdd_err connect_result(int fd)
+{
+    int so = 0;
+    socklen_t sl = sizeof(so);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) != 0) {
+        return sdd_err_from_errno(errno);
+    }
+    return so != 0 ? sdd_err_from_errno(so) : SDD_OK;
+}
+
 static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *out)
 {
     struct addrinfo *ai = resolve(host, port);
@@ -54,31 +82,21 @@ static sdd_err connect_to(const char *host, uint16_t port, int timeout_ms, int *
     }
     sdd_err err = SDD_ECONNREFUSED;
     for (struct addrinfo *a = ai; a != NULL; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-            err = sdd_err_from_errno(errno);
-            continue;
-        }
-        if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            if (errno != EINPROGRESS) {
-                err = sdd_err_from_errno(errno);
-                close(fd);
-                continue;
-            }
+        int fd = -1;
+        err = start_connect(a, &fd);
+        if (err == SDD_OK) {
             err = wait_fd(fd, POLLOUT, timeout_ms);
-            int so = 0;
-            socklen_t sl = sizeof(so);
-            if (err == SDD_OK && (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) != 0 || so != 0)) {
-                err = sdd_err_from_errno(so != 0 ? so : errno);
-            }
-            if (err != SDD_OK) {
-                close(fd);
-                continue;
-            }
         }
-        err = SDD_OK;
-        *out = fd;
-        break;
+        if (err == SDD_OK) {
+            err = connect_result(fd);
+        }
+        if (err == SDD_OK) {
+            *out = fd;
+            break;
+        }
+        if (fd >= 0) {
+            close(fd);
+        }
     }
     freeaddrinfo(ai);
     return err;
@@ -94,29 +112,6 @@ sdd_err sdd_http_probe(const char *host, uint16_t port, int timeout_ms)
     return err;
 }
 
-/* Start a non-blocking connect to host:port (first address only); *fd stays -1 when it failed
- * at once (the error returned). */
-static sdd_err start_connect(const char *host, uint16_t port, int *fd)
-{
-    *fd = -1;
-    struct addrinfo *ai = resolve(host, port);
-    if (ai == NULL) {
-        return SDD_EINVAL;
-    }
-    sdd_err err = SDD_OK;
-    int s = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s < 0) {
-        err = sdd_err_from_errno(errno);
-    } else if (connect(s, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-        err = sdd_err_from_errno(errno);
-        close(s);
-    } else {
-        *fd = s;
-    }
-    freeaddrinfo(ai);
-    return err;
-}
-
 void sdd_http_probe_all(const char *const *hosts, const uint16_t *ports, size_t n, int timeout_ms,
                         sdd_err *out)
 {
@@ -129,10 +124,15 @@ void sdd_http_probe_all(const char *const *hosts, const uint16_t *ports, size_t 
     }
     size_t pending = 0;
     for (size_t i = 0; i < n; i++) {
-        out[i] = start_connect(hosts[i], ports[i], &p[i].fd);
+        struct addrinfo *ai = resolve(hosts[i], ports[i]); /* its first address only */
+        p[i].fd = -1;
         p[i].events = POLLOUT;
-        pending += p[i].fd >= 0;
-        out[i] = p[i].fd >= 0 ? SDD_ETIMEDOUT : out[i]; /* until it answers */
+        sdd_err err = ai != NULL ? start_connect(ai, &p[i].fd) : SDD_EINVAL;
+        if (ai != NULL) {
+            freeaddrinfo(ai);
+        }
+        out[i] = err == SDD_OK ? SDD_ETIMEDOUT : err; /* until it answers */
+        pending += err == SDD_OK;
     }
     uint64_t end = sdd_now_ns() + (uint64_t)timeout_ms * SDD_NS_PER_MS;
     while (pending > 0) {
@@ -149,10 +149,7 @@ void sdd_http_probe_all(const char *const *hosts, const uint16_t *ports, size_t 
             if (p[i].fd < 0 || p[i].revents == 0) {
                 continue;
             }
-            int so = 0;
-            socklen_t sl = sizeof(so);
-            bool got = getsockopt(p[i].fd, SOL_SOCKET, SO_ERROR, &so, &sl) == 0;
-            out[i] = !got ? sdd_err_from_errno(errno) : so != 0 ? sdd_err_from_errno(so) : SDD_OK;
+            out[i] = connect_result(p[i].fd);
             close(p[i].fd);
             p[i].fd = -1;
             pending--;

@@ -40,30 +40,18 @@ static void *symbol(void *h, const char *name, const char *version)
 }
 
 /* Standard signals only: the real-time ones are nobody's default business. */
-static void save_signals(struct sigaction *old, int n)
+static void *load(const char *name)
 {
-    for (int sig = 1; sig < n; sig++) {
-        if (sig != SIGKILL && sig != SIGSTOP) {
-            sigaction(sig, NULL, &old[sig]);
-        }
+    struct sigaction old[32];
+    for (int sig = 1; sig < 32; sig++) {
+        sigaction(sig, NULL, &old[sig]);
     }
-}
-
-static void restore_signals(const struct sigaction *old, int n)
-{
-    for (int sig = 1; sig < n; sig++) {
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+    for (int sig = 1; sig < 32; sig++) {
         if (sig != SIGKILL && sig != SIGSTOP) {
             sigaction(sig, &old[sig], NULL);
         }
     }
-}
-
-static void *load(const char *name)
-{
-    struct sigaction old[32];
-    save_signals(old, 32);
-    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-    restore_signals(old, 32);
     return h;
 }
 
