@@ -4,11 +4,7 @@
  * where float would lose the centre. */
 #include <math.h>
 
-#include "trigger/rich_impl.h"
-
-/* Points whose scatter matrix is this close to singular (relative) are collinear for the
- * fits: no circle is defined, and one would come out with a radius of kilometres. */
-#define COLLINEAR_REL 1e-7
+#include "trigger/rich_fit_core.h"
 
 static void moments(const float *x, const float *y, size_t n, struct rich_moments *m)
 {
@@ -47,37 +43,6 @@ static void moments(const float *x, const float *y, size_t n, struct rich_moment
     m->vz = vz;
 }
 
-static bool degenerate(const struct rich_moments *m)
-{
-    double tr = m->uu + m->vv;
-    double det = m->uu * m->vv - m->uv * m->uv;
-    return !(tr > 0.0) || !(det > COLLINEAR_REL * tr * tr);
-}
-
-static sdd_err finish(const struct rich_moments *m, double uc, double vc, double r2,
-                      sdd_rich_circle *c)
-{
-    if (!isfinite(uc) || !isfinite(vc) || !(r2 > 0.0) || !isfinite(r2)) {
-        return SDD_EINVAL;
-    }
-    c->cx = (float)(m->xm + uc);
-    c->cy = (float)(m->ym + vc);
-    c->r = (float)sqrt(r2);
-    return SDD_OK;
-}
-
-sdd_err rich_solve_crawford(const struct rich_moments *m, sdd_rich_circle *c)
-{
-    if (degenerate(m)) {
-        return SDD_EINVAL;
-    }
-    double b1 = 0.5 * (m->uuu + m->uvv), b2 = 0.5 * (m->vvv + m->vuu);
-    double det = m->uu * m->vv - m->uv * m->uv;
-    double uc = (b1 * m->vv - b2 * m->uv) / det;
-    double vc = (m->uu * b2 - m->uv * b1) / det;
-    return finish(m, uc, vc, uc * uc + vc * vc + (m->uu + m->vv) / m->n, c);
-}
-
 sdd_err sdd_rich_fit_crawford(const float *x, const float *y, size_t n, sdd_rich_circle *c)
 {
     if (x == NULL || y == NULL || c == NULL || n < 3) {
@@ -88,52 +53,6 @@ sdd_err sdd_rich_fit_crawford(const float *x, const float *y, size_t n, sdd_rich
     return rich_solve_crawford(&m, c);
 }
 
-sdd_err rich_solve_taubin(const struct rich_moments *mo, sdd_rich_circle *c)
-{
-    if (degenerate(mo)) {
-        return SDD_EINVAL;
-    }
-    double dn = mo->n;
-    double mxx = mo->uu / dn, myy = mo->vv / dn, mxy = mo->uv / dn;
-    double mxz = mo->uz / dn, myz = mo->vz / dn, mzz = mo->zz / dn;
-    double mz = mxx + myy, cov = mxx * myy - mxy * mxy;
-    double a3 = 4.0 * mz;
-    double a2 = -3.0 * mz * mz - mzz;
-    double a1 = mzz * mz + 4.0 * cov * mz - mxz * mxz - myz * myz - mz * mz * mz;
-    double a0 =
-        mxz * mxz * myy + myz * myz * mxx - mzz * cov - 2.0 * mxz * myz * mxy + mz * mz * cov;
-    /* Newton from 0 towards the smallest root of the characteristic polynomial; it decreases
-     * monotonically there, so a step that grows |P| or goes negative means "stay at 0". */
-    double xr = 0.0, yv = 1e300;
-    for (int it = 0; it < 20; it++) {
-        double yold = yv;
-        yv = a0 + xr * (a1 + xr * (a2 + xr * a3));
-        if (fabs(yv) > fabs(yold)) {
-            xr = 0.0;
-            break;
-        }
-        double dy = a1 + xr * (2.0 * a2 + xr * 3.0 * a3);
-        if (dy == 0.0) {
-            break;
-        }
-        double xold = xr;
-        xr = xold - yv / dy;
-        if (!isfinite(xr) || xr < 0.0) {
-            xr = 0.0;
-            break;
-        }
-        if (fabs(xr - xold) <= 1e-10 * fabs(xr)) {
-            break;
-        }
-    }
-    double det = xr * xr - xr * mz + cov;
-    if (!(fabs(det) > 0.0)) {
-        return SDD_EINVAL;
-    }
-    double uc = (mxz * (myy - xr) - myz * mxy) / (2.0 * det);
-    double vc = (myz * (mxx - xr) - mxz * mxy) / (2.0 * det);
-    return finish(mo, uc, vc, uc * uc + vc * vc + mz, c);
-}
 
 sdd_err sdd_rich_fit_taubin(const float *x, const float *y, size_t n, sdd_rich_circle *c)
 {

@@ -3,18 +3,27 @@
 #ifndef SDDAQ_TRIGGER_RICH_IMPL_H
 #define SDDAQ_TRIGGER_RICH_IMPL_H
 
-#include <stdatomic.h>
 #include <string.h>
+#ifndef __cplusplus
+#include <stdatomic.h>
+#endif
 
 #include "sddaq/rich.h"
 
 #define RICH_LOG "rich"
 
 /* GCC on x86-64 builds the AVX-512 kernels (target attributes, chosen at run time). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define RICH_HAVE_V4 1
 #define RICH_TARGET_V4 \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi,bmi2,popcnt,lzcnt")))
+#endif
+
+/* C11 and the CUDA C++ build (src/trigger/cuda/) spell alignment differently. */
+#ifdef __cplusplus
+#define RICH_ALIGN64 alignas(64)
+#else
+#define RICH_ALIGN64 _Alignas(64)
 #endif
 
 /* Hexagonal grid: rows of PMs at y = j * pitch * sqrt(3)/2, x = (i + (j odd) / 2) * pitch.
@@ -69,8 +78,8 @@ static inline void rich_st32(uint8_t *p, uint32_t v)
 /* The hits of one spot, as the finders see them. */
 struct rich_spot {
     unsigned n;
-    _Alignas(64) float x[SDD_RICH_MAX_HITS];
-    _Alignas(64) float y[SDD_RICH_MAX_HITS];
+    RICH_ALIGN64 float x[SDD_RICH_MAX_HITS];
+    RICH_ALIGN64 float y[SDD_RICH_MAX_HITS];
     uint16_t pm[SDD_RICH_MAX_HITS]; /* PM index within the spot */
     uint8_t src[SDD_RICH_MAX_HITS]; /* index in the caller's hit list */
 };
@@ -79,6 +88,7 @@ struct sdd_rich_finder {
     sdd_rich_find_opts opts;
     sdd_rich_pmtab *tab;
     bool avx512; /* the histogram runs the AVX-512 build */
+    bool coop;   /* GPU: the 32 lanes of a warp work on this finder together (cuda/) */
     const struct rich_kern *kern;
     float r_max; /* largest ring radius the geometry can give (beta = 1) plus the window */
     struct rich_spot spot[SDD_RICH_SPOTS];
@@ -87,9 +97,9 @@ struct sdd_rich_finder {
     uint8_t (*pm_bins)[RICH_CENTRES];
     const uint8_t *bins[SDD_RICH_MAX_HITS]; /* the current spot's hits' rows of pm_bins */
     /* The counts [bin][centre]. */
-    _Alignas(64) uint8_t hist[RICH_NBINS + 1][RICH_CENTRES];
+    RICH_ALIGN64 uint8_t hist[RICH_NBINS + 1][RICH_CENTRES];
     /* 0xFF at (bin, centre) pairs whose peak gave no ring; zero between spots. */
-    _Alignas(64) uint8_t veto[RICH_NBINS][RICH_CENTRES];
+    RICH_ALIGN64 uint8_t veto[RICH_NBINS][RICH_CENTRES];
 };
 
 /* A ring candidate within one spot: hits as a mask over the spot's hits. */
@@ -99,19 +109,6 @@ struct rich_cand {
     unsigned nhits;
     float rms;
 };
-
-/* Fit the hits of seed, then take every alive hit within a closing window (2.5, 1.5, 1 x the
- * window) of the circle and fit again, until the hits are stable. True when the result passes
- * the ring cuts and holds at least need hits (0: min_hits is enough); *out holds it then.
- * It gives up as soon as a window step holds fewer than need hits (a shortcut for candidates
- * that must beat a ring: they seldom gain hits as the window closes in). */
-bool rich_refine(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t alive, uint64_t seed,
-                 unsigned need, struct rich_cand *out);
-
-/* The chosen fit of the hits of mask and the ring cuts, no window steps (hits already
- * assigned). True when the result passes the cuts; *out holds it then. */
-bool rich_fit_hits(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t mask,
-                   struct rich_cand *out);
 
 /* The finders of one spot; rings are appended to out (room for max), return the count. */
 unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
@@ -124,10 +121,6 @@ struct rich_moments {
     double n, xm, ym;
     double uu, vv, uv, uuu, vvv, uvv, vuu, zz, uz, vz;
 };
-
-/* The fits from their moments (SDD_EINVAL for degenerate points). */
-sdd_err rich_solve_crawford(const struct rich_moments *m, sdd_rich_circle *c);
-sdd_err rich_solve_taubin(const struct rich_moments *m, sdd_rich_circle *c);
 
 /* The finder's per-hit kernels, in a portable and an AVX-512 build that give identical
  * results (same float operations, sums in the same order: 16 lanes, then a fixed tree).
@@ -151,6 +144,7 @@ struct rich_kern {
 extern const struct rich_kern rich_kern_portable;
 extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
 
+#ifndef __cplusplus
 /* sdd_rich_merge() that also stores the count of merged events into *merged (release) every
  * RICH_PUBLISH events and at the end, so other threads can work on them while it goes on;
  * merged may be NULL. */
@@ -158,6 +152,7 @@ extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_suppor
 uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t window,
                             sdd_rich_batch *out, sdd_rich_merge_stats *st,
                             _Atomic uint32_t *merged);
+#endif
 
 /* Fill the PM-to-centre bin table for npm PMs at (x[i], y[i]). */
 void rich_hist_table(uint8_t (*table)[RICH_CENTRES], const float *x, const float *y, int npm);

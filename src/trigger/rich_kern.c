@@ -1,141 +1,15 @@
-/* The ring finder's per-hit kernels (hits within a window of a circle, the moments the fits
- * need)
- * in a portable build and an AVX-512 build with identical results: the same float operations
- * in the same order, sums kept in 16 lanes (lane i takes hits i, i+16, i+32, i+48) and then
- * added in a fixed tree (lanes i and i+8, i and i+4, ...). The portable form vectorises with
- * any vector width because the lanes are explicit. */
+/* The ring finder's per-hit kernels for AVX-512, with the same results as the portable ones
+ * of rich_fit_core.h (the same float operations in the same order: 16 lanes, then the fixed
+ * tree), and Ptolemy's concyclic test in both builds. */
 #include <math.h>
 
-#include "trigger/rich_impl.h"
-
-#define LANES 16
-
-/* Lane sums of 16 -> 1 in the fixed tree. */
-static float tree(const float *a)
-{
-    float b[8], c[4], d[2];
-    for (int i = 0; i < 8; i++) {
-        b[i] = a[i] + a[i + 8];
-    }
-    for (int i = 0; i < 4; i++) {
-        c[i] = b[i] + b[i + 4];
-    }
-    for (int i = 0; i < 2; i++) {
-        d[i] = c[i] + c[i + 2];
-    }
-    return d[0] + d[1];
-}
-
-#define NMOM 10 /* uu vv uv uuu vvv uvv vuu zz uz vz */
-
-/* The lane sums into moments, shared by both builds. */
-static void store_moments(float sw, float xm, float ym, const float *sums, struct rich_moments *m)
-{
-    m->n = sw;
-    m->xm = xm;
-    m->ym = ym;
-    m->uu = sums[0];
-    m->vv = sums[1];
-    m->uv = sums[2];
-    m->uuu = sums[3];
-    m->vvv = sums[4];
-    m->uvv = sums[5];
-    m->vuu = sums[6];
-    m->zz = sums[7];
-    m->uz = sums[8];
-    m->vz = sums[9];
-}
-
-static uint64_t on_circle_portable(const struct rich_spot *s, uint64_t alive,
-                                   const sdd_rich_circle *c, float window)
-{
-    /* |d - R| < w  <=>  (R - w)^2 < d^2 < (R + w)^2 for R > w: no square root per hit. */
-    float lo = c->r > window ? (c->r - window) * (c->r - window) : 0.0f;
-    float hi = (c->r + window) * (c->r + window);
-    uint8_t in[SDD_RICH_MAX_HITS];
-    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
-    for (unsigned i = 0; i < n; i++) {
-        float dx = s->x[i] - c->cx, dy = s->y[i] - c->cy;
-        float d2 = dx * dx + dy * dy;
-        in[i] = d2 > lo && d2 < hi;
-    }
-    uint64_t sel = 0;
-    for (unsigned i = 0; i < n; i++) {
-        sel |= (uint64_t)in[i] << i;
-    }
-    return sel & alive;
-}
-
-static bool moments_portable(const struct rich_spot *s, uint64_t mask, struct rich_moments *mo)
-{
-    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
-    float w[SDD_RICH_MAX_HITS];
-    for (unsigned i = 0; i < n; i++) {
-        w[i] = (float)((mask >> i) & 1);
-    }
-    float a[3][LANES] = {{0}};
-    for (unsigned i = 0; i < n; i++) {
-        a[0][i % LANES] += w[i];
-        a[1][i % LANES] += w[i] * s->x[i];
-        a[2][i % LANES] += w[i] * s->y[i];
-    }
-    float sw = tree(a[0]);
-    if (sw < 3.0f) {
-        return false;
-    }
-    float xm = tree(a[1]) / sw, ym = tree(a[2]) / sw;
-    float m[NMOM][LANES] = {{0}};
-    for (unsigned i = 0; i < n; i++) {
-        unsigned l = i % LANES;
-        float u = s->x[i] - xm, v = s->y[i] - ym;
-        float wu = w[i] * u, wv = w[i] * v;
-        float z = u * u + v * v, wz = w[i] * z;
-        m[0][l] += wu * u;
-        m[1][l] += wv * v;
-        m[2][l] += wu * v;
-        m[3][l] += wu * u * u;
-        m[4][l] += wv * v * v;
-        m[5][l] += wu * v * v;
-        m[6][l] += wv * u * u;
-        m[7][l] += wz * z;
-        m[8][l] += wz * u;
-        m[9][l] += wz * v;
-    }
-    float sums[NMOM];
-    for (int k = 0; k < NMOM; k++) {
-        sums[k] = tree(m[k]);
-    }
-    store_moments(sw, xm, ym, sums, mo);
-    return true;
-}
-
-/* The squares of every hit's residual first, then their sum over mask in index order. */
-static float sum_masked(const float *res2, uint64_t mask)
-{
-    float sum = 0.0f;
-    for (uint64_t k = mask; k != 0; k &= k - 1) {
-        sum += res2[__builtin_ctzll(k)];
-    }
-    return sum;
-}
-
-static float residuals_portable(const struct rich_spot *s, uint64_t mask, const sdd_rich_circle *c)
-{
-    float res2[SDD_RICH_MAX_HITS];
-    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
-    for (unsigned i = 0; i < n; i++) {
-        float dx = s->x[i] - c->cx, dy = s->y[i] - c->cy;
-        float res = sqrtf(dx * dx + dy * dy) - c->r;
-        res2[i] = res * res;
-    }
-    return sum_masked(res2, mask);
-}
+#include "trigger/rich_fit_core.h"
 
 static uint64_t concyclic_portable(const struct rich_spot *s, uint64_t alive, int a, int b, int c,
                                    const float dist[3], float eps)
 {
     float ab = dist[0], ac = dist[1], bc = dist[2];
-    unsigned n = (s->n + LANES - 1) & ~(unsigned)(LANES - 1);
+    unsigned n = (s->n + RICH_LANES - 1) & ~(unsigned)(RICH_LANES - 1);
     uint8_t in[SDD_RICH_MAX_HITS];
     for (unsigned d = 0; d < n; d++) {
         float ax = s->x[a] - s->x[d], ay = s->y[a] - s->y[d];
@@ -162,7 +36,7 @@ const struct rich_kern rich_kern_portable = {on_circle_portable, moments_portabl
 #ifdef RICH_HAVE_V4
 #include <immintrin.h>
 
-/* The same tree as tree(): 16 -> 8 (i, i+8) -> 4 (i, i+4) -> 2 (i, i+2) -> 1. */
+/* The same tree as rich_lane_tree(): 16 -> 8 (i, i+8) -> 4 (i, i+4) -> 2 (i, i+2) -> 1. */
 RICH_TARGET_V4 static float tree_v(__m512 v)
 {
     __m256 b = _mm256_add_ps(_mm512_castps512_ps256(v),
@@ -181,7 +55,7 @@ RICH_TARGET_V4 static uint64_t on_circle_avx512(const struct rich_spot *s, uint6
     const __m512 cx = _mm512_set1_ps(c->cx), cy = _mm512_set1_ps(c->cy);
     const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
     uint64_t sel = 0;
-    for (unsigned q = 0; q < s->n; q += LANES) {
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m512 dx = _mm512_sub_ps(_mm512_load_ps(s->x + q), cx);
         __m512 dy = _mm512_sub_ps(_mm512_load_ps(s->y + q), cy);
         __m512 d2 = _mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy));
@@ -235,7 +109,7 @@ RICH_TARGET_V4 static bool moments_avx512(const struct rich_spot *s, uint64_t ma
     float sw = (float)nw;
     const __m512 one = _mm512_set1_ps(1.0f);
     __m512 ax = _mm512_setzero_ps(), ay = ax;
-    for (unsigned q = 0; q < s->n; q += LANES) {
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m512 w = _mm512_maskz_mov_ps((__mmask16)(mask >> q), one);
         ax = _mm512_add_ps(ax, _mm512_mul_ps(w, _mm512_load_ps(s->x + q)));
         ay = _mm512_add_ps(ay, _mm512_mul_ps(w, _mm512_load_ps(s->y + q)));
@@ -247,7 +121,7 @@ RICH_TARGET_V4 static bool moments_avx512(const struct rich_spot *s, uint64_t ma
     for (int k = 0; k < 16; k++) {
         m[k] = _mm512_setzero_ps();
     }
-    for (unsigned q = 0; q < s->n; q += LANES) {
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m512 w = _mm512_maskz_mov_ps((__mmask16)(mask >> q), one);
         __m512 u = _mm512_sub_ps(_mm512_load_ps(s->x + q), vxm);
         __m512 v = _mm512_sub_ps(_mm512_load_ps(s->y + q), vym);
@@ -267,7 +141,7 @@ RICH_TARGET_V4 static bool moments_avx512(const struct rich_spot *s, uint64_t ma
     }
     float sums[16];
     _mm512_storeu_ps(sums, tree16_v(m));
-    store_moments(sw, xm, ym, sums, mo);
+    rich_store_moments(sw, xm, ym, sums, mo);
     return true;
 }
 
@@ -277,14 +151,14 @@ RICH_TARGET_V4 static float residuals_avx512(const struct rich_spot *s, uint64_t
     _Alignas(64) float res2[SDD_RICH_MAX_HITS];
     const __m512 cx = _mm512_set1_ps(c->cx), cy = _mm512_set1_ps(c->cy);
     const __m512 r = _mm512_set1_ps(c->r);
-    for (unsigned q = 0; q < s->n; q += LANES) {
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m512 dx = _mm512_sub_ps(_mm512_load_ps(s->x + q), cx);
         __m512 dy = _mm512_sub_ps(_mm512_load_ps(s->y + q), cy);
         __m512 d = _mm512_sqrt_ps(_mm512_add_ps(_mm512_mul_ps(dx, dx), _mm512_mul_ps(dy, dy)));
         __m512 res = _mm512_sub_ps(d, r);
         _mm512_store_ps(res2 + q, _mm512_mul_ps(res, res));
     }
-    return sum_masked(res2, mask);
+    return rich_sum_masked(res2, mask);
 }
 
 RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint64_t alive, int a,
@@ -297,7 +171,7 @@ RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint6
     const __m512 bxv = _mm512_set1_ps(s->x[b]), byv = _mm512_set1_ps(s->y[b]);
     const __m512 cxv = _mm512_set1_ps(s->x[c]), cyv = _mm512_set1_ps(s->y[c]);
     uint64_t sel = 0;
-    for (unsigned q = 0; q < s->n; q += LANES) {
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m512 x = _mm512_load_ps(s->x + q), y = _mm512_load_ps(s->y + q);
         __m512 ax = _mm512_sub_ps(axv, x), ay = _mm512_sub_ps(ayv, y);
         __m512 bx = _mm512_sub_ps(bxv, x), by = _mm512_sub_ps(byv, y);

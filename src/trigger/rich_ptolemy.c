@@ -5,7 +5,7 @@
  * seeds a ring; the fit refines it, its hits are removed, and the search repeats. */
 #include <math.h>
 
-#include "trigger/rich_impl.h"
+#include "trigger/rich_fit_core.h"
 
 #define NDIR 8 /* extreme hits along x, x+y, y, y-x, -x, ... (45 degree steps) */
 
