@@ -48,6 +48,10 @@ static void usage(FILE *out)
             "      --merge-window T  fuse board events within T ticks (default 1)\n"
             "  -t, --threads N    bench: threads for the all-cores figure, and for the\n"
             "                     latency with each buffer split over them (default: CPUs)\n"
+            "      --gpu          bench: the CUDA ring finder next to the CPU's (ring finding\n"
+            "                     alone per GPU variant, the chain with the event finder and\n"
+            "                     merge on the CPU, latency per buffer; default 262144 events)\n"
+            "      --gpu-block N  bench --gpu: threads per block (default: per variant)\n"
             "      --smoke        bench: a tiny run for ctest\n"
             "      --json         one JSON object instead of the table\n");
 }
@@ -505,6 +509,8 @@ enum {
     OPT_MERGE_WINDOW,
     OPT_SMOKE,
     OPT_JSON,
+    OPT_GPU,
+    OPT_GPU_BLOCK,
 };
 
 int cmd_trigger_rich(int argc, char **argv)
@@ -528,6 +534,8 @@ int cmd_trigger_rich(int argc, char **argv)
         {"merge-window", required_argument, NULL, OPT_MERGE_WINDOW},
         {"threads", required_argument, NULL, 't'},
         {"smoke", no_argument, NULL, OPT_SMOKE},
+        {"gpu", no_argument, NULL, OPT_GPU},
+        {"gpu-block", required_argument, NULL, OPT_GPU_BLOCK},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -631,6 +639,12 @@ int cmd_trigger_rich(int argc, char **argv)
         case OPT_SMOKE:
             o.smoke = true;
             break;
+        case OPT_GPU:
+            o.gpu = true;
+            break;
+        case OPT_GPU_BLOCK:
+            bad = parse_u32(optarg, &o.gpu_block, 32, 1024) != 0 || o.gpu_block % 32 != 0;
+            break;
         case OPT_JSON:
             o.json = true;
             break;
@@ -656,7 +670,7 @@ int cmd_trigger_rich(int argc, char **argv)
         return rich_score_cmd(&o);
     }
     if (strcmp(mode, "bench") == 0) {
-        return rich_bench(&o);
+        return o.gpu ? rich_gpu_bench(&o) : rich_bench(&o);
     }
     fprintf(stderr, "sddaq trigger rich: unknown mode '%s'\n", mode);
     usage(stderr);

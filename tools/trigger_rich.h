@@ -31,6 +31,8 @@ struct rich_cli {
     uint32_t merge_window;
     int threads;      /* bench: 0 = one per CPU */
     bool single_pass; /* --multi-ring off: the histogram finder's single greedy pass */
+    bool gpu;         /* bench: the CUDA ring finder (sddaq/rich_gpu.h) */
+    uint32_t gpu_block; /* bench --gpu: threads per block, 0 = each placement's default */
     bool json;
     bool smoke;
 };
@@ -56,5 +58,39 @@ const char *rich_method_name(sdd_rich_method m);
 const char *rich_simd_name(sdd_rich_simd s);
 
 int rich_bench(const struct rich_cli *o);
+/* bench --gpu (trigger_rich_gpu_bench.c). */
+int rich_gpu_bench(const struct rich_cli *o);
+
+/* Events packed as the boards send them, `per` events to a receive buffer of cap bytes. */
+struct rich_packed {
+    size_t nbuf;
+    uint8_t **buf;
+    size_t *len;
+    uint64_t events;
+};
+
+int rich_pack_buffers(const sdd_rich_pmtab *t, const sdd_rich_event *evs, size_t n, uint32_t per,
+                      size_t cap, struct rich_packed *p);
+void rich_packed_free(struct rich_packed *p);
+
+/* Latency percentiles of k samples in ns (sorts them): nearest rank. */
+struct rich_lat {
+    double p50_us, p99_us, max_us;
+    uint64_t samples;
+};
+
+void rich_lat_summary(uint64_t *t, size_t k, struct rich_lat *l);
+
+/* Median, min and max of n values (sorts them). */
+struct rich_mmm {
+    double med, min, max;
+};
+
+struct rich_mmm rich_summarize(double *v, int n);
+
+/* Run fn on n threads at once, thread i with (char *)args + i * size; the wall time from the
+ * first start to the last join in ns, or 0 when a thread could not be started (those that
+ * started are joined). */
+uint64_t rich_time_threads(int n, void *(*fn)(void *), void *args, size_t size);
 
 #endif

@@ -17,14 +17,7 @@
 #define LAT_SIZES 4
 static const uint32_t LAT_EVENTS[LAT_SIZES] = {128, 256, 512, 1024};
 
-struct packed {
-    size_t nbuf;
-    uint8_t **buf;
-    size_t *len;
-    uint64_t events;
-};
-
-static void packed_free(struct packed *p)
+void rich_packed_free(struct rich_packed *p)
 {
     for (size_t i = 0; i < p->nbuf; i++) {
         free(p->buf[i]);
@@ -34,8 +27,8 @@ static void packed_free(struct packed *p)
     memset(p, 0, sizeof(*p));
 }
 
-static int pack_all(const sdd_rich_pmtab *t, const sdd_rich_event *evs, size_t n, uint32_t per,
-                    size_t cap, struct packed *p)
+int rich_pack_buffers(const sdd_rich_pmtab *t, const sdd_rich_event *evs, size_t n, uint32_t per,
+                      size_t cap, struct rich_packed *p)
 {
     memset(p, 0, sizeof(*p));
     p->nbuf = (n + per - 1) / per;
@@ -61,9 +54,29 @@ static int pack_all(const sdd_rich_pmtab *t, const sdd_rich_event *evs, size_t n
     return 0;
 }
 
+uint64_t rich_time_threads(int n, void *(*fn)(void *), void *args, size_t size)
+{
+    pthread_t *t = calloc((size_t)n, sizeof(*t));
+    if (t == NULL) {
+        return 0;
+    }
+    uint64_t t0 = sdd_now_ns();
+    int started = 0;
+    for (; started < n; started++) {
+        if (pthread_create(&t[started], NULL, fn, (char *)args + (size_t)started * size) != 0) {
+            break;
+        }
+    }
+    for (int i = 0; i < started; i++) {
+        pthread_join(t[i], NULL);
+    }
+    uint64_t dt = sdd_now_ns() - t0;
+    free(t);
+    return started == n && dt > 0 ? dt : 0;
+}
+
 struct worker {
-    pthread_t thread;
-    const struct packed *p;
+    const struct rich_packed *p;
     sdd_rich_proc *proc;
     int passes;
     uint64_t rings;
@@ -87,7 +100,7 @@ static void *worker_main(void *arg)
 }
 
 /* Events/s of nthreads procs, each over every buffer `passes` times. */
-static double throughput(const sdd_rich_proc_opts *po, const struct packed *p, int nthreads,
+static double throughput(const sdd_rich_proc_opts *po, const struct rich_packed *p, int nthreads,
                          int passes)
 {
     struct worker *w = calloc((size_t)nthreads, sizeof(*w));
@@ -107,20 +120,12 @@ static double throughput(const sdd_rich_proc_opts *po, const struct packed *p, i
         struct worker warm = {.p = p, .proc = w[i].proc, .passes = 1};
         worker_main(&warm);
     }
-    uint64_t t0 = sdd_now_ns();
-    int started = 0;
-    for (; started < nthreads; started++) {
-        if (pthread_create(&w[started].thread, NULL, worker_main, &w[started]) != 0) {
-            break;
-        }
-    }
-    bool ok = started == nthreads;
-    for (int i = 0; i < started; i++) {
-        pthread_join(w[i].thread, NULL);
+    uint64_t dt = rich_time_threads(nthreads, worker_main, w, sizeof(*w));
+    bool ok = dt > 0;
+    for (int i = 0; i < nthreads; i++) {
         ok &= w[i].rc == 0;
     }
-    uint64_t dt = sdd_now_ns() - t0;
-    if (ok && dt > 0) {
+    if (ok) {
         rate = (double)p->events * passes * nthreads / ((double)dt * 1e-9);
     }
 out:
@@ -139,7 +144,7 @@ static int cmp_u64(const void *a, const void *b)
 
 /* Time every buffer of p once per pass (after a warm pass), its ring finding split over
  * `split` threads; appends the samples (ns) to t. */
-static int latency(const sdd_rich_proc_opts *po, uint32_t split, const struct packed *p,
+static int latency(const sdd_rich_proc_opts *po, uint32_t split, const struct rich_packed *p,
                    int passes, uint64_t *t, size_t *nt)
 {
     sdd_rich_proc_opts so = *po;
@@ -163,12 +168,7 @@ static int latency(const sdd_rich_proc_opts *po, uint32_t split, const struct pa
     return 0;
 }
 
-struct lat {
-    double p50_us, p99_us, max_us;
-    uint64_t samples;
-};
-
-static void lat_summary(uint64_t *t, size_t k, struct lat *l)
+void rich_lat_summary(uint64_t *t, size_t k, struct rich_lat *l)
 {
     qsort(t, k, sizeof(*t), cmp_u64);
     l->samples = k;
@@ -184,19 +184,14 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Median, min and max of n values (sorts them). */
-struct mmm {
-    double med, min, max;
-};
-
-static struct mmm summarize(double *v, int n)
+struct rich_mmm rich_summarize(double *v, int n)
 {
     qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return (struct mmm){v[n / 2], v[0], v[n - 1]};
+    return (struct rich_mmm){v[n / 2], v[0], v[n - 1]};
 }
 
 /* ns per event of the event finder + merge alone (no ring finding). */
-static double ef_merge_ns(const sdd_rich_proc_opts *po, const struct packed *p, int passes)
+static double ef_merge_ns(const sdd_rich_proc_opts *po, const struct rich_packed *p, int passes)
 {
     sdd_rich_finder *f = NULL;
     sdd_rich_index idx;
@@ -266,7 +261,7 @@ int rich_bench(const struct rich_cli *o)
     }
     int rc = 0;
     struct method_result res[2];
-    struct packed pk[LAT_SIZES + 1];
+    struct rich_packed pk[LAT_SIZES + 1];
     memset(res, 0, sizeof(res));
     memset(pk, 0, sizeof(pk));
     /* Setup: the same events packed once per buffer size, a finder per method. */
@@ -299,7 +294,7 @@ int rich_bench(const struct rich_cli *o)
     for (int s = 0; s <= LAT_SIZES && rc == 0; s++) {
         int m = res[0].run ? 0 : 1;
         uint32_t per = s == 0 ? o->buffer : LAT_EVENTS[s - 1];
-        if (pack_all(tab, evs, (size_t)n, per, res[m].po[s].max_bytes, &pk[s]) != 0) {
+        if (rich_pack_buffers(tab, evs, (size_t)n, per, res[m].po[s].max_bytes, &pk[s]) != 0) {
             rc = 1;
         }
     }
@@ -346,13 +341,14 @@ int rich_bench(const struct rich_cli *o)
         if (!res[m].run) {
             continue;
         }
-        struct mmm one = summarize(res[m].one, rounds), all = summarize(res[m].all, rounds);
-        struct mmm efm = summarize(res[m].efm, rounds);
-        struct lat lat[2][LAT_SIZES];
+        struct rich_mmm one = rich_summarize(res[m].one, rounds),
+                        all = rich_summarize(res[m].all, rounds);
+        struct rich_mmm efm = rich_summarize(res[m].efm, rounds);
+        struct rich_lat lat[2][LAT_SIZES];
         int nsplit = nthreads > 1 ? 2 : 1;
         for (int k = 0; k < nsplit; k++) {
             for (int s = 0; s < LAT_SIZES; s++) {
-                lat_summary(res[m].lat[k][s], res[m].nlat[k][s], &lat[k][s]);
+                rich_lat_summary(res[m].lat[k][s], res[m].nlat[k][s], &lat[k][s]);
             }
         }
         if (o->json) {
@@ -411,7 +407,7 @@ int rich_bench(const struct rich_cli *o)
         }
     }
     for (int s = 0; s <= LAT_SIZES; s++) {
-        packed_free(&pk[s]);
+        rich_packed_free(&pk[s]);
     }
     sdd_rich_pmtab_destroy(tab);
     free(evs);

@@ -150,6 +150,7 @@ struct sdd_cfg_rich_finder {
     uint32_t min_hits;  /* hits a ring needs; 6 */
     float claim;        /* a found ring takes its hits within claim out of the search, mm; 7 */
     float max_rms;      /* rings scattering more (mm RMS) are dropped; 8 */
+    int gpu;            /* rings on a CUDA GPU (sddaq/rich_gpu.h): 1 on, 0 off (default) */
 };
 
 struct sdd_cfg_process {

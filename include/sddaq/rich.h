@@ -405,6 +405,9 @@ typedef struct sdd_rich_proc_opts {
     uint32_t split;     /* threads that share each buffer's ring finding, the caller included:
                            1 (default; 0 means 1) .. 64. More than one cuts a buffer's latency,
                            not the work: the helpers are started at create (sddaq/team.h). */
+    bool gpu;           /* find the rings on a CUDA GPU (sddaq/rich_gpu.h, its default layout);
+                           the events are still found and merged here. create gives
+                           SDD_ENOTSUP without a GPU, SDD_EINVAL with a split or Ptolemy */
 } sdd_rich_proc_opts;
 
 SDD_API void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o);
@@ -422,7 +425,8 @@ typedef struct sdd_rich_output {
 SDD_API sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out);
 SDD_API void sdd_rich_proc_destroy(sdd_rich_proc *p);
 SDD_API const sdd_rich_finder *sdd_rich_proc_finder(const sdd_rich_proc *p);
-/* Process one buffer. SDD_ETOOBIG for len > max_bytes. Statistics accumulate in the proc. */
+/* Process one buffer. SDD_ETOOBIG for len > max_bytes, SDD_EIO when the GPU fails (gpu; logged).
+ * Statistics accumulate in the proc. */
 SDD_API sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len,
                                   sdd_rich_output *out);
 SDD_API void sdd_rich_proc_stats(const sdd_rich_proc *p, sdd_rich_ef_stats *ef,

@@ -19,7 +19,8 @@
 #include "sddaq/err.h"
 #include "sddaq/hist.h"
 #include "sddaq/ring.h"
-#include "sddaq/rich.h" /* the NA62-style RICH L0 trigger */
+#include "sddaq/rich.h"     /* the NA62-style RICH L0 trigger */
+#include "sddaq/rich_gpu.h" /* its ring finder on a CUDA GPU */
 
 /* ---- Stubs ---------------------------------------------------------------------------- */
 

@@ -189,7 +189,7 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
             put_float(b, f->claim);
             sbuf_put(b, "\n      max_rms: ");
             put_float(b, f->max_rms);
-            sbuf_put(b, "\n");
+            sbuf_put(b, "\n      gpu: %s\n", cfg_off_on_names[f->gpu != 0]);
         }
         break;
     case SDD_STAGE_WRITER:

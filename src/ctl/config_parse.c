@@ -542,6 +542,7 @@ static const struct field rich_finder_fields[] = {
     FLD(struct sdd_cfg_rich_finder, min_hits, F_U32, min_hits, 3, 64),
     FLD(struct sdd_cfg_rich_finder, claim, F_FLOAT, claim, 0, 99),
     FLD(struct sdd_cfg_rich_finder, max_rms, F_FLOAT, max_rms, 0.1, 100),
+    FENUM(struct sdd_cfg_rich_finder, gpu, gpu, cfg_off_on_names),
 };
 static const struct field stage_writer[] = {
     FENUM(stg, format, writer.format, cfg_writer_names),
@@ -839,6 +840,11 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
         mkpath(sub, sizeof(sub), "%s.finder.claim", path);
         perr(c, a.finder_key, sub, "claim (%g mm) must not exceed window (%g mm)",
              (double)s->process.finder.claim, (double)s->process.finder.window);
+    } else if (type == SDD_STAGE_PROCESS && a.finder_key != NULL && s->process.finder.gpu &&
+               (s->process.split > 1 || s->process.finder.method != 0)) {
+        mkpath(sub, sizeof(sub), "%s.finder.gpu", path);
+        perr(c, a.finder_key, sub, "the GPU runs the 'hist' method with split 1 (split is %u)",
+             s->process.split);
     }
 }
 

@@ -117,6 +117,7 @@ void *run_rich_thread(void *arg)
     po.find.min_hits = (uint8_t)fc->min_hits;
     po.find.claim = fc->claim;
     po.find.max_rms = fc->max_rms;
+    po.gpu = fc->gpu != 0;
     sdd_rich_proc *p = NULL;
     sdd_err err =
         r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &p);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "sddaq/cpu.h"
+#include "sddaq/rich_gpu.h"
 #include "sddaq/team.h"
 #include "trigger/rich_impl.h"
 
@@ -18,6 +19,7 @@ struct sdd_rich_proc {
     sdd_rich_finder *finder; /* finders[0] */
     sdd_rich_finder *finders[SPLIT_MAX];
     sdd_team *team; /* NULL without a split */
+    sdd_rich_gpu *gpu; /* NULL unless the rings are found on a GPU */
     const void *buf; /* the buffer being processed, and its length */
     size_t len;
     _Atomic uint32_t next;      /* the next block to take */
@@ -41,12 +43,14 @@ void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o)
     o->max_bytes = 1u << 20;
     o->max_rings = 8;
     o->split = 1;
+    o->gpu = false;
 }
 
 sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
 {
     if (o == NULL || out == NULL || o->max_bytes == 0 || o->max_bytes > (1u << 30) ||
-        o->max_rings == 0 || o->max_rings > 64 || o->split > SPLIT_MAX) {
+        o->max_rings == 0 || o->max_rings > 64 || o->split > SPLIT_MAX ||
+        (o->gpu && o->split > 1)) {
         return SDD_EINVAL;
     }
     sdd_rich_proc *p = calloc(1, sizeof(*p));
@@ -64,6 +68,14 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     p->finder = p->finders[0];
     if (err == SDD_OK && p->o.split > 1) {
         err = sdd_team_create(p->o.split, NULL, &p->team);
+    }
+    if (err == SDD_OK && o->gpu) {
+        sdd_rich_gpu_opts go;
+        sdd_rich_gpu_opts_default(&go);
+        go.find = o->find;
+        go.max_events = cap;
+        go.max_rings = o->max_rings;
+        err = sdd_rich_gpu_create(&go, &p->gpu);
     }
     if (err == SDD_OK) {
         err = sdd_rich_index_init(&p->idx, cap);
@@ -90,6 +102,7 @@ void sdd_rich_proc_destroy(sdd_rich_proc *p)
         return;
     }
     sdd_team_destroy(p->team);
+    sdd_rich_gpu_destroy(p->gpu);
     for (uint32_t i = 0; i < SPLIT_MAX; i++) {
         sdd_rich_finder_destroy(p->finders[i]);
     }
@@ -157,10 +170,33 @@ static void find_share(void *arg, unsigned who)
     p->part[who].rings = total;
 }
 
+/* Events found and merged here, their rings from the GPU (in its pinned memory until the
+ * next run). */
+static sdd_err run_on_gpu(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
+{
+    find_and_merge(p, buf, len, NULL);
+    const uint8_t *nrings;
+    const sdd_rich_ring *rings;
+    sdd_err err = sdd_rich_gpu_submit(p->gpu, &p->batch);
+    int64_t total = err == SDD_OK ? sdd_rich_gpu_wait(p->gpu, &nrings, &rings) : err;
+    if (total < 0) {
+        return (sdd_err)total;
+    }
+    out->events = &p->batch;
+    out->nrings = nrings;
+    out->rings = rings;
+    out->max_rings = p->o.max_rings;
+    out->total_rings = (uint64_t)total;
+    return SDD_OK;
+}
+
 sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
 {
     if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
         return SDD_ETOOBIG;
+    }
+    if (p->gpu != NULL) {
+        return run_on_gpu(p, buf, len, out);
     }
     if (p->team == NULL) {
         uint32_t nev = find_and_merge(p, buf, len, NULL);

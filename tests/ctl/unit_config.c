@@ -276,8 +276,10 @@ static void test_rich_finder(void)
                                "  - {name: t, type: process, algorithm: rich, split: 2, finder: "
                                "{method: ptolemy, fit: crawford, multi_ring: off, window: 10.5, "
                                "threshold: 6, min_hits: 7, claim: 5.5, max_rms: 6}}\n"
+                               "  - {name: g, type: process, algorithm: rich, finder: {gpu: on}}\n"
                                "  - {name: w, type: writer, format: \"null\"}\n"
                                "links:\n  - {from: s, to: r}\n  - {from: s, to: t}\n"
+                               "  - {from: s, to: g}\n  - {from: g, to: w}\n"
                                "  - {from: r, to: w}\n  - {from: t, to: w}\n",
                                "t.yaml");
     CHECK_REQUIRE(cfg != NULL);
@@ -290,6 +292,8 @@ static void test_rich_finder(void)
           d->threshold == lib.threshold && d->min_hits == lib.min_hits &&
           d->claim == lib.claim && d->max_rms == lib.max_rms);
     CHECK_EQ(cfg->stages[1].process.split, 1);
+    CHECK_EQ(d->gpu, 0); /* the CPU unless asked */
+    CHECK_EQ(cfg->stages[3].process.finder.gpu, 1);
     const struct sdd_cfg_rich_finder *f = &cfg->stages[2].process.finder;
     CHECK(f->method == 1 && f->fit == 1 && f->multi_ring == 0 && f->window == 10.5f &&
           f->threshold == 6 && f->min_hits == 7 && f->claim == 5.5f && f->max_rms == 6.0f);
@@ -642,6 +646,12 @@ static void test_stage_keys(void)
     /* The default claim (7 mm) cannot exceed a narrower window. */
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {window: 6}}\n",
                  "2:47: stages[0].finder.claim", "claim (7 mm) must not exceed window (6 mm)");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, split: 2, "
+                 "finder: {gpu: on}}\n",
+                 "2:57: stages[0].finder.gpu", "the GPU runs the 'hist' method with split 1");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, "
+                 "finder: {gpu: on, method: ptolemy}}\n",
+                 "2:47: stages[0].finder.gpu", "the GPU runs the 'hist' method with split 1");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, finder: {}}\n", "2:29: stages[0].finder",
                  "not valid for a 'source' stage (it belongs to 'process' stages)");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",

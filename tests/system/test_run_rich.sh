@@ -3,7 +3,8 @@
 # source sends a fixed number of generated events; the trigger finds, decides and writes every
 # one (found = kept + rejected, kept = HDF5 records, each of which decodes with its rings), a
 # prescaled sample of the receive buffers goes to a raw file, and the same seed gives the same
-# result twice. The shipped example (a udp source fed by `sddaq emu na62`) stops once the
+# result twice, also with the rings found on a GPU (or the run refuses and says why). The
+# shipped example (a udp source fed by `sddaq emu na62`) stops once the
 # trigger found the requested events, also with lost, corrupted and duplicated packets (counted
 # at the source); a timed run ends; topologies that mix NA62 packets with
 # the event builder or the Hough trigger are refused naming the stage.
@@ -96,6 +97,17 @@ json2=$("$sddaq" run finder.yaml -q --no-http --json 2>err2c) || fail "finder: $
 [ "$(field "$json2" accounted)" = True ] && [ "$(field "$json2" built)" = "$found" ] ||
     fail "finder: $json2"
 [ "$(field "$json2" kept)" != "$kept" ] || fail "finder: ptolemy kept exactly as many: $json2"
+# 2d. Rings on a GPU (finder gpu: on): with one, the CPU's decisions exactly (the same rings);
+#     without one (or CUDA), the run does not start and says why.
+sed 's/algorithm: rich, threads: 2}/algorithm: rich, threads: 2, finder: {gpu: on}}/' \
+    fixed.yaml >gpu.yaml
+if json2=$("$sddaq" run gpu.yaml -q --no-http --json 2>err2d); then
+    [ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
+        fail "gpu: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+else
+    [ "$(field "$json2" status)" = ENOTSUP ] && grep -q "rich-gpu: " err2d ||
+        fail "gpu: refused without a reason: $json2 $(cat err2d)"
+fi
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
 mkdir ex && cd ex || exit 1

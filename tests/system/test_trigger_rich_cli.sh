@@ -2,7 +2,8 @@
 # sddaq trigger rich from the command line: gen writes the same file for the same seed; run on
 # the file and on the generator with the same seed gives identical rings and scores; score
 # prints every method and fit; bench --smoke --json is one valid JSON object with both
-# methods; bad options exit 2 and broken event files exit 1 with a message, never a crash.
+# methods; bench --gpu agrees with the CPU or says why it cannot run; bad options exit 2 and
+# broken event files exit 1 with a message, never a crash.
 # Usage: bash test_trigger_rich_cli.sh PATH/TO/sddaq
 set -u -o pipefail
 
@@ -65,9 +66,24 @@ grep -q '"method":"hist"' "$dir/bench.json" && grep -q '"method":"ptolemy"' "$di
 grep -q '"latency_split":\[{"buffer_events":128,"threads":2' "$dir/bench2.json" ||
     fail "bench -t 2: no split latency: $(cat "$dir/bench2.json")"
 
+# bench --gpu: with a CUDA GPU, every variant's rings equal the CPU's; without one, exit 1 and
+# say why.
+"$sddaq" trigger rich bench --gpu --smoke --json >"$dir/gpu.json" 2>"$dir/gpu.err"
+rc=$?
+if [ $rc -eq 0 ]; then
+    json_ok "$dir/gpu.json" || fail "bench --gpu --json is not JSON: $(cat "$dir/gpu.json")"
+    grep -q '"events_differing_from_cpu":[1-9]' "$dir/gpu.json" &&
+        fail "bench --gpu: GPU rings differ from the CPU's: $(cat "$dir/gpu.json")"
+    grep -q '"chains":\[{' "$dir/gpu.json" || fail "bench --gpu: no chain: $(cat "$dir/gpu.json")"
+else
+    [ $rc -eq 1 ] || fail "bench --gpu without a GPU: exit $rc, wanted 1"
+    grep -q "no GPU variant ran" "$dir/gpu.err" && grep -q "rich-gpu: " "$dir/gpu.err" ||
+        fail "bench --gpu without a GPU: no reason given: $(cat "$dir/gpu.err")"
+fi
+
 # Bad options: exit 2 with a message.
 for bad in "--method circle" "--fit least" "--simd sse" "-n 0" "--buffer 0" "--window -1" \
-    "--threshold 2" "--bogus"; do
+    "--threshold 2" "--gpu-block 48" "--bogus"; do
     # shellcheck disable=SC2086
     "$sddaq" trigger rich run $bad >"$dir/bad.out" 2>&1
     rc=$?

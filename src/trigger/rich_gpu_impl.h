@@ -1,0 +1,10 @@
+/* Internals of the GPU ring finder shared by its two builds (never installed). */
+#ifndef SDDAQ_TRIGGER_RICH_GPU_IMPL_H
+#define SDDAQ_TRIGGER_RICH_GPU_IMPL_H
+
+#include "sddaq/rich_gpu.h"
+
+/* SDD_EINVAL, with the reason logged, for options no build accepts. */
+sdd_err rich_gpu_opts_check(const sdd_rich_gpu_opts *o);
+
+#endif
