@@ -1,6 +1,6 @@
 /* The RICH histogram ring finder on a CUDA GPU, the path of seeds 003 §2 and 004 (NaNet): the
  * CPU indexes and merges the boards' packets (sdd_rich_find_events, sdd_rich_merge), the GPU
- * finds the rings of every merged event of a batch, one thread per event. The GPU runs the
+ * finds the rings of every merged event of a batch, one warp per event by default. It runs the
  * same source as the CPU's portable finder (src/trigger/rich_*_core.h, built by nvcc without
  * fused multiply-adds), so it returns the CPU's rings bit for bit; tests/trigger/
  * unit_rich_gpu.c checks this on every GPU machine it runs on.
@@ -75,8 +75,8 @@ SDD_API sdd_err sdd_rich_gpu_submit(sdd_rich_gpu *g, const sdd_rich_batch *b);
 
 /* Wait for the batch in flight. *nrings[i] is the count of event i's rings, which are at
  * (*rings)[i * max_rings]: the layout of sdd_rich_output. Both stay valid until the next
- * submit. Returns the total of rings found (also those past max_rings), or SDD_EINVAL when no
- * batch is in flight, SDD_EIO for a CUDA failure. Blocks. */
+ * submit. Returns the total of rings kept (the sum of nrings), or SDD_EINVAL when no batch is
+ * in flight, SDD_EIO for a CUDA failure. Blocks. */
 SDD_API int64_t sdd_rich_gpu_wait(sdd_rich_gpu *g, const uint8_t **nrings,
                                   const sdd_rich_ring **rings);
 

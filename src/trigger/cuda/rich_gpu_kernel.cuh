@@ -1,8 +1,10 @@
-/* The GPU ring finder's kernel: one thread per merged event, running the CPU's ring finder
- * source (rich_hist_core.h, rich_fit_core.h) on its own finder state, in thread-local or in
- * shared memory. The histogram steps come either as the CPU's portable byte loops or as SWAR
- * steps that keep four centres' counts in one 32-bit word; both do the same integer counts,
- * so every choice gives the CPU's rings bit for bit. */
+/* The GPU ring finder's kernels, running the CPU's ring finder source (rich_hist_core.h,
+ * rich_fit_core.h). A warp per event (the default): the event's finder state in shared memory,
+ * the lanes sharing the histogram (four centres' counts per 32-bit word) and the per-hit
+ * kernels, in the CPU's summation order. Or a thread per event, its state in local or shared
+ * memory, with the CPU's portable byte loops or the same counts as SWAR words. Every choice
+ * does the same integer counts and float operations, so every one gives the CPU's rings bit
+ * for bit. */
 #ifndef SDDAQ_TRIGGER_RICH_GPU_KERNEL_CUH
 #define SDDAQ_TRIGGER_RICH_GPU_KERNEL_CUH
 
