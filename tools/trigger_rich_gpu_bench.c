@@ -121,11 +121,11 @@ static void gpu_opts(const struct rich_cli *o, const sdd_rich_find_opts *fo, uin
     g->max_regs = v->max_regs;
 }
 
-/* Ring finding alone for one variant: a warm batch, then ROUNDS timed ones; the first timed
+/* Ring finding alone for one variant: a warm batch, then `rounds` timed ones; the first timed
  * one's rings are compared with the CPU's. */
 static void run_variant(const struct rich_cli *o, const sdd_rich_find_opts *fo,
                         const sdd_rich_batch *b, const uint8_t *want_n, const sdd_rich_ring *want,
-                        const struct variant *v, struct variant_result *res, char *name,
+                        const struct variant *v, int rounds, struct variant_result *res, char *name,
                         size_t name_len)
 {
     sdd_rich_gpu_opts go;
@@ -139,7 +139,7 @@ static void run_variant(const struct rich_cli *o, const sdd_rich_find_opts *fo,
     const uint8_t *nr;
     const sdd_rich_ring *rings;
     res->ok = sdd_rich_gpu_submit(g, b) == SDD_OK && sdd_rich_gpu_wait(g, &nr, &rings) >= 0;
-    for (int r = 0; r < ROUNDS && res->ok; r++) {
+    for (int r = 0; r < rounds && res->ok; r++) {
         uint64_t t0 = sdd_now_ns();
         res->ok = sdd_rich_gpu_submit(g, b) == SDD_OK && sdd_rich_gpu_wait(g, &nr, &rings) >= 0;
         uint64_t dt = sdd_now_ns() - t0;
@@ -532,7 +532,8 @@ int rich_gpu_bench(const struct rich_cli *o)
     r->cpu_ns = cpu_find(&fo, &batch, go.max_rings, want_n, want, rounds);
     bool any = false;
     for (size_t v = 0; v < NVARIANTS; v++) {
-        run_variant(o, &fo, &batch, want_n, want, &VARIANTS[v], &r->var[v], r->gpu, sizeof(r->gpu));
+        run_variant(o, &fo, &batch, want_n, want, &VARIANTS[v], rounds, &r->var[v], r->gpu,
+                    sizeof(r->gpu));
         any |= r->var[v].ok;
     }
     if (!any) {

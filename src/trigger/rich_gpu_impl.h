@@ -4,7 +4,8 @@
 
 #include "sddaq/rich_gpu.h"
 
-/* SDD_EINVAL, with the reason logged, for options no build accepts. */
-sdd_err rich_gpu_opts_check(const sdd_rich_gpu_opts *o);
+/* sdd_rich_gpu_create()'s arguments: SDD_EINVAL for a NULL, or with the reason logged for
+ * options no build accepts. */
+sdd_err rich_gpu_args_check(const sdd_rich_gpu_opts *o, sdd_rich_gpu **out);
 
 #endif

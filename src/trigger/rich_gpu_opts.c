@@ -50,8 +50,11 @@ static const char *bad_opts(const sdd_rich_gpu_opts *o)
     return NULL;
 }
 
-sdd_err rich_gpu_opts_check(const sdd_rich_gpu_opts *o)
+sdd_err rich_gpu_args_check(const sdd_rich_gpu_opts *o, sdd_rich_gpu **out)
 {
+    if (o == NULL || out == NULL) {
+        return SDD_EINVAL;
+    }
     const char *why = bad_opts(o);
     if (why != NULL) {
         SDD_ERROR("rich-gpu", "%s", why);

@@ -83,7 +83,7 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     if (err == SDD_OK) {
         err = sdd_rich_batch_init(&p->batch, cap);
     }
-    if (err == SDD_OK) {
+    if (err == SDD_OK && p->gpu == NULL) { /* with a GPU, the rings stay in its pinned memory */
         p->nrings = calloc(cap, 1);
         p->rings = calloc((size_t)cap * o->max_rings, sizeof(sdd_rich_ring));
         err = p->nrings && p->rings ? SDD_OK : SDD_ENOMEM;

@@ -162,10 +162,7 @@ static bool alloc_batch(sdd_rich_gpu *g)
 
 sdd_err sdd_rich_gpu_create(const sdd_rich_gpu_opts *o, sdd_rich_gpu **out)
 {
-    if (o == NULL || out == NULL) {
-        return SDD_EINVAL;
-    }
-    sdd_err err = rich_gpu_opts_check(o);
+    sdd_err err = rich_gpu_args_check(o, out);
     if (err != SDD_OK) {
         return err;
     }
