@@ -508,7 +508,8 @@ static sdd_err setup(struct sdd_run *r)
 
 /* Multi-node runs: every node serves its summary at /api/run/summary; the coordinator adds the
  * others' to its own, the others wait (a minute at most) until it has fetched theirs, or until
- * the coordinator is gone with no node left to take over (twice in a row, a second apart). */
+ * the coordinator is gone with no node left to take over (no other node answers, or those that
+ * do wait too: twice in a row, a second apart). */
 static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
 {
     char *text = NULL;
@@ -534,8 +535,8 @@ static void share_summary(struct sdd_run *r, struct sdd_run_summary *summary)
             look = sdd_now_ns() + SDD_NS_PER_S;
         }
         if (orphaned == 2) {
-            SDD_WARN(LOG, "the coordinator is gone and no other node answers: not waiting for "
-                          "this node's summary to be fetched");
+            SDD_WARN(LOG, "the coordinator is gone and no other node answers that could take "
+                          "over: not waiting for this node's summary to be fetched");
             break;
         }
     }

@@ -233,8 +233,9 @@ sdd_err run_remote_stop(struct sdd_run *r);
  * naming the lost one, so the monitor ends it for the nodes left. */
 bool run_remote_watch(struct sdd_run *r, uint64_t now);
 /* A node other than the coordinator, its part done, waiting for its summary to be fetched:
- * true when nobody is left to fetch it (the coordinator's host refuses connections to it and
- * no other node answers, so none can take over). Blocks up to a second. */
+ * true when nobody is left to fetch it (the coordinator's host refuses connections to it, and
+ * every other node that answers has ended its part too, so none can take over). Blocks about
+ * a second. */
 bool run_remote_nobody_left(struct sdd_run *r);
 /* Fetch every other node's summary and add it to s (coordinator, after its own drain). */
 void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s);

@@ -289,6 +289,23 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     return true;
 }
 
+/* Has node i ended its part of the run, without coordinating it (GET /api/run/finished)? Such
+ * a node only waits, as this one does: it will neither take over nor fetch a summary. A node
+ * that does not say so may still do either. */
+static bool waits_too(const struct sdd_run *r, size_t i)
+{
+    const struct sdd_cfg_node *nd = &r->cfg->nodes[i];
+    int status = 0;
+    char *js = NULL;
+    uint64_t finished = 0, coordinating = 1;
+    sdd_err err = sdd_http_request(nd->host, (uint16_t)nd->control_port, "GET", "/api/run/finished",
+                                   NULL, PROBE_MS, &status, &js, NULL);
+    bool ok = err == SDD_OK && status == 200 && js != NULL && json_u64(js, "finished", &finished) &&
+              json_u64(js, "coordinator", &coordinating);
+    free(js);
+    return ok && finished && !coordinating;
+}
+
 bool run_remote_nobody_left(struct sdd_run *r)
 {
     long c = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
@@ -298,7 +315,9 @@ bool run_remote_nobody_left(struct sdd_run *r)
     bool coordinator_gone = false, nobody = true;
     for (size_t k = 0; k < n; k++) {
         coordinator_gone |= (long)which[k] == c && errs[k] == SDD_ECONNREFUSED;
-        nobody = nobody && errs[k] != SDD_OK;
+    }
+    for (size_t k = 0; k < n && coordinator_gone && nobody; k++) {
+        nobody = errs[k] != SDD_OK || waits_too(r, which[k]);
     }
     return coordinator_gone && nobody;
 }
@@ -324,6 +343,11 @@ sdd_err run_remote_stop(struct sdd_run *r)
 
 void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
 {
+    /* Test hook: a coordinator that dies while the others wait for it (test_run_netns.sh). */
+    const char *delay = getenv("SDDAQ_TEST_GATHER_DELAY_MS");
+    if (delay != NULL) {
+        sdd_sleep_ns(SDD_NS_PER_MS * strtoull(delay, NULL, 10));
+    }
     bool all_ok = s->node_ok;
     uint64_t generated = s->generated;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
@@ -434,6 +458,11 @@ unsigned run_http(void *arg, const char *method, const char *path, const char *b
         }
         run_end_local(r, k);
         snprintf(out, len, "{\"ok\":true}");
+        return 200;
+    }
+    if (strcmp(path, "/api/run/finished") == 0 && !post) { /* no side effect, unlike summary */
+        snprintf(out, len, "{\"finished\":%s,\"coordinator\":%s}",
+                 atomic_load(&r->finished) ? "true" : "false", r->coordinator ? "true" : "false");
         return 200;
     }
     if (strcmp(path, "/api/run/summary") == 0 && !post) {

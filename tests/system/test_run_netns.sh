@@ -9,7 +9,8 @@
 # naming it, nothing written twice); a host cut off for less than the dead time (it does not
 # take over as coordinator; the run ends cleanly); the coordinator stalled past the dead time
 # (it fences and ends the run for all); a fenced host whose coordinator and peers die while it
-# waits for its summary to be fetched (it leaves in seconds); the coordinator killed mid-run
+# waits for its summary to be fetched (it leaves in seconds); the coordinator killed while the
+# other two wait for it after a run (both leave in seconds); the coordinator killed mid-run
 # (the next node takes over); a trigger farm on the third host fed over fabric links by the
 # builder units of the others.
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
@@ -395,4 +396,31 @@ echo "orphaned node: h2 left $((SECONDS - t0)) s after the others died"
     fail "orphaned node: h2 exit $rc2: $(cat "$work/orphan.h2.json" "$work/orphan.h2.err")"
 grep -q "no other node answers" "$work/orphan.h2.err" ||
     fail "orphaned node: h2 did not say why it left: $(cat "$work/orphan.h2.err")"
+# 13. Two hosts left waiting for a dead coordinator: a 2 s run ends, h1 and h2 finish and wait
+# for their summaries to be fetched, and h0 (the coordinator), held back before it fetches them
+# (a test hook), is killed. h1 and h2 still answer each other, but each says that it only
+# waits and cannot take over, so both leave within seconds (they used to wait a minute).
+topology evb-emu "duration: 2" >"$work/orphans.yaml"
+(running_on 0 && sleep 6 && kill -9 $(pgrep -f "orphans.yaml --name h0")) &
+killer=$!
+export SDDAQ_LOG=warn
+export SDDAQ_TEST_GATHER_DELAY_MS=60000
+run_all orphans
+unset SDDAQ_TEST_GATHER_DELAY_MS
+export SDDAQ_LOG=error
+wait "$killer"
+t0=$SECONDS
+wait "$pid_orphans1"
+rc1=$?
+wait "$pid_orphans2"
+rc2=$?
+[ $((SECONDS - t0)) -le 10 ] || fail "orphaned pair: h1 and h2 waited $((SECONDS - t0)) s after h0 died"
+echo "orphaned pair: h1 and h2 left $((SECONDS - t0)) s after the coordinator died"
+for i in 1 2; do
+    eval "rc=\$rc$i"
+    [ "$rc" = 0 ] && [ "$(field "$work/orphans.h$i.json" status)" = OK ] ||
+        fail "orphaned pair: h$i exit $rc: $(cat "$work/orphans.h$i.json" "$work/orphans.h$i.err")"
+    grep -q "no other node answers that could take over" "$work/orphans.h$i.err" ||
+        fail "orphaned pair: h$i did not say why it left: $(cat "$work/orphans.h$i.err")"
+done
 echo "three hosts: all checks passed"
