@@ -78,6 +78,8 @@ uint64_t rich_time_threads(int n, void *(*fn)(void *), void *args, size_t size)
 struct worker {
     const struct rich_packed *p;
     sdd_rich_proc *proc;
+    sdd_rich_carry *carry; /* the buffers as one stream (each pass ends it), as a stage does */
+    uint64_t seq;
     int passes;
     uint64_t rings;
     int rc;
@@ -89,19 +91,29 @@ static void *worker_main(void *arg)
     for (int pass = 0; pass < w->passes; pass++) {
         for (size_t b = 0; b < w->p->nbuf; b++) {
             sdd_rich_output out;
-            if (sdd_rich_proc_run(w->proc, w->p->buf[b], w->p->len[b], &out) != SDD_OK) {
+            sdd_err err = w->carry != NULL
+                              ? sdd_rich_proc_run_stream(w->proc, w->p->buf[b], w->p->len[b],
+                                                         w->carry, w->seq++, &out)
+                              : sdd_rich_proc_run(w->proc, w->p->buf[b], w->p->len[b], &out);
+            if (err != SDD_OK) {
                 w->rc = -1;
                 return NULL;
             }
             w->rings += out.total_rings;
         }
+        sdd_rich_output out;
+        if (w->carry != NULL && sdd_rich_proc_flush(w->proc, w->carry, w->seq++, &out) != SDD_OK) {
+            w->rc = -1;
+            return NULL;
+        }
     }
     return NULL;
 }
 
-/* Events/s of nthreads procs, each over every buffer `passes` times. */
+/* Events/s of nthreads procs, each over every buffer `passes` times (as a stream: each with
+ * its own carry). */
 static double throughput(const sdd_rich_proc_opts *po, const struct rich_packed *p, int nthreads,
-                         int passes)
+                         int passes, bool stream)
 {
     struct worker *w = calloc((size_t)nthreads, sizeof(*w));
     double rate = -1;
@@ -112,13 +124,14 @@ static double throughput(const sdd_rich_proc_opts *po, const struct rich_packed 
     for (; made < nthreads; made++) {
         w[made].p = p;
         w[made].passes = passes;
-        if (sdd_rich_proc_create(po, &w[made].proc) != SDD_OK) {
+        if (sdd_rich_proc_create(po, &w[made].proc) != SDD_OK ||
+            (stream && sdd_rich_carry_create(po->max_bytes, &w[made].carry) != SDD_OK)) {
+            made++;
             goto out;
         }
     }
     for (int i = 0; i < nthreads; i++) { /* warm: caches, tables, page faults */
-        struct worker warm = {.p = p, .proc = w[i].proc, .passes = 1};
-        worker_main(&warm);
+        worker_main(&(struct worker){.p = p, .proc = w[i].proc, .passes = 1});
     }
     uint64_t dt = rich_time_threads(nthreads, worker_main, w, sizeof(*w));
     bool ok = dt > 0;
@@ -131,6 +144,7 @@ static double throughput(const sdd_rich_proc_opts *po, const struct rich_packed 
 out:
     for (int i = 0; i < made; i++) {
         sdd_rich_proc_destroy(w[i].proc);
+        sdd_rich_carry_destroy(w[i].carry);
     }
     free(w);
     return rate;
@@ -229,7 +243,7 @@ struct method_result {
     bool run;
     const char *simd;
     sdd_rich_proc_opts po[LAT_SIZES + 1]; /* [0]: --buffer events; then the latency sizes */
-    double one[BENCH_ROUNDS], all[BENCH_ROUNDS], efm[BENCH_ROUNDS];
+    double one[BENCH_ROUNDS], stream[BENCH_ROUNDS], all[BENCH_ROUNDS], efm[BENCH_ROUNDS];
     uint64_t *lat[2][LAT_SIZES]; /* [0]: one thread per buffer; [1]: split over all */
     size_t nlat[2][LAT_SIZES];
 };
@@ -304,8 +318,12 @@ int rich_bench(const struct rich_cli *o)
             if (!res[m].run) {
                 continue;
             }
-            res[m].one[r] = throughput(&res[m].po[0], &pk[0], 1, passes);
-            res[m].all[r] = throughput(&res[m].po[0], &pk[0], nthreads, passes);
+            for (int k = 0; k < 2; k++) { /* which goes first alternates by round */
+                bool stream = (k + r) % 2 == 1;
+                double v = throughput(&res[m].po[0], &pk[0], 1, passes, stream);
+                *(stream ? &res[m].stream[r] : &res[m].one[r]) = v;
+            }
+            res[m].all[r] = throughput(&res[m].po[0], &pk[0], nthreads, passes, false);
             res[m].efm[r] = ef_merge_ns(&res[m].po[0], &pk[0], passes);
             for (int k = 0; k < (nthreads > 1 ? 2 : 1); k++) {
                 for (int s = 0; s < LAT_SIZES && rc == 0; s++) {
@@ -313,7 +331,7 @@ int rich_bench(const struct rich_cli *o)
                                  res[m].lat[k][s], &res[m].nlat[k][s]);
                 }
             }
-            if (res[m].one[r] <= 0 || res[m].all[r] <= 0) {
+            if (res[m].one[r] <= 0 || res[m].stream[r] <= 0 || res[m].all[r] <= 0) {
                 rc = 1;
             }
         }
@@ -341,8 +359,14 @@ int rich_bench(const struct rich_cli *o)
         if (!res[m].run) {
             continue;
         }
+        /* the stream's cost: per round, against the plain run just before it */
+        double ratio[BENCH_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
+            ratio[r] = res[m].stream[r] / res[m].one[r];
+        }
         struct rich_mmm one = rich_summarize(res[m].one, rounds),
-                        all = rich_summarize(res[m].all, rounds);
+                        all = rich_summarize(res[m].all, rounds),
+                        stream = rich_summarize(ratio, rounds);
         struct rich_mmm efm = rich_summarize(res[m].efm, rounds);
         struct rich_lat lat[2][LAT_SIZES];
         int nsplit = nthreads > 1 ? 2 : 1;
@@ -362,6 +386,7 @@ int rich_bench(const struct rich_cli *o)
             tj_num(&j, "events_per_s_all_min", all.min);
             tj_num(&j, "events_per_s_all_max", all.max);
             tj_num(&j, "ns_per_event_1core", 1e9 / one.med);
+            tj_num(&j, "stream_ratio_1core", stream.med);
             tj_num(&j, "ef_merge_ns_per_event", efm.med);
             for (int k = 0; k < nsplit; k++) {
                 tj_arr(&j, k ? "latency_split" : "latency");
@@ -383,6 +408,8 @@ int rich_bench(const struct rich_cli *o)
             printf("  events/s, 1 core      %.0f [%.0f-%.0f]\n", one.med, one.min, one.max);
             printf("  events/s, all cores   %.0f [%.0f-%.0f]\n", all.med, all.min, all.max);
             printf("  ns/event, 1 core      %.0f\n", 1e9 / one.med);
+            printf("  as a stream / alone   %.3f [%.3f-%.3f] (1 core, paired per round)\n",
+                   stream.med, stream.min, stream.max);
             printf("  event finder + merge  %.1f [%.1f-%.1f] ns/event\n", efm.med, efm.min,
                    efm.max);
             for (int k = 0; k < nsplit; k++) {

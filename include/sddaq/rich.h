@@ -137,6 +137,7 @@ typedef struct sdd_rich_index {
     uint32_t n;
     uint32_t *offset; /* of the event header in the buffer */
     uint32_t *timestamp;
+    uint32_t *burst; /* its packet's burst_id: timestamps count from the start of a burst */
     uint8_t *nhits;
     uint8_t *board;
     uint32_t *order; /* scratch of the merge */
@@ -175,6 +176,9 @@ typedef struct sdd_rich_merge_stats {
     uint64_t overflow;     /* hits dropped beyond SDD_RICH_MAX_HITS */
     uint64_t unordered;    /* board events older than their board's previous one */
     uint64_t batch_full;   /* events dropped because the batch was full */
+    uint64_t held;         /* board events held back for the next buffer (a stream) */
+    uint64_t carry_full;   /* times the held events did not fit and were merged at once */
+    uint64_t late;         /* buffers merged alone: their turn had been given up */
 } sdd_rich_merge_stats;
 
 /* Merge the indexed events of buf: a k-way merge of the boards' time-ordered streams; board
@@ -431,6 +435,29 @@ SDD_API sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len,
                                   sdd_rich_output *out);
 SDD_API void sdd_rich_proc_stats(const sdd_rich_proc *p, sdd_rich_ef_stats *ef,
                                  sdd_rich_merge_stats *merge);
+
+/* A stream of receive buffers, as a readout receiver fills them: the boards' packets of one
+ * moment can land on both sides of a buffer boundary. sdd_rich_proc_run_stream() holds back
+ * the merged events that a later buffer may still add to (those whose window reaches the
+ * oldest last event any board sent in this buffer) in a carry, and merges them with the next
+ * buffer's events, so every event is merged whole, once. Buffers are numbered 0, 1, 2, ...
+ * (seq); procs on several threads may share one carry: each finds its buffer's events at
+ * once and waits for its turn, in seq order, only to merge (a buffer that does not come within
+ * a second is skipped; if it comes later it is merged alone). sdd_rich_proc_flush() merges what
+ * is held at the end of the stream. Events are ordered by burst, then timestamp, so a new
+ * burst closes the old one's events. The output holds the events merged in this buffer's turn
+ * (held ones from before included, those held for the next not). */
+typedef struct sdd_rich_carry sdd_rich_carry;
+/* max_bytes: room for held events, as the procs' max_bytes. */
+SDD_API sdd_err sdd_rich_carry_create(size_t max_bytes, sdd_rich_carry **out);
+SDD_API void sdd_rich_carry_destroy(sdd_rich_carry *c);
+/* Board events held now (for tests and metrics). */
+SDD_API uint32_t sdd_rich_carry_events(const sdd_rich_carry *c);
+SDD_API sdd_err sdd_rich_proc_run_stream(sdd_rich_proc *p, const void *buf, size_t len,
+                                         sdd_rich_carry *c, uint64_t seq, sdd_rich_output *out);
+/* The end of the stream after buffer seq - 1: the held events, merged and decided. */
+SDD_API sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq,
+                                    sdd_rich_output *out);
 
 /* A stage thread: takes sdd_rich_buffer_ref pointers from `in`, processes each buffer and puts
  * the same pointer on `out` with its results filled in. Buffers and refs stay the caller's.

@@ -24,6 +24,7 @@
 #include "sddaq/hist.h"
 #include "sddaq/metrics.h"
 #include "sddaq/pool.h"
+#include "sddaq/rich.h"
 #include "sddaq/ring.h"
 #include "sddaq/rmem.h"
 #include "sddaq/run.h"
@@ -107,6 +108,12 @@ struct run_stage {
     uint64_t evb_pub_ns;
     /* process */
     _Atomic uint64_t kept, rejected, tracks;
+    unsigned nproducers; /* upstream stages, as wired */
+    /* rich fed by one source: the events a buffer leaves to the next, whatever worker has
+     * it; the workers done, and the number after the last buffer (the carry's last turn) */
+    sdd_rich_carry *rich_carry;
+    _Atomic unsigned rich_done;
+    _Atomic uint64_t rich_seq_end;
     _Atomic uint64_t busy_ns; /* process, writer: time spent on events */
     _Atomic uint64_t cpu_ns;  /* its threads' CPU time, a writer's closing included */
     /* writer */

@@ -4,13 +4,17 @@
  * every merged event with at least one ring leaves as a record of its own (docs/formats.md,
  * "RICH trigger record") for the writers behind. Events without a ring are rejected. Counts
  * are in events: in = merged events found, out = kept. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/le.h"
 #include "run_internal.h"
 #include "sddaq/clock.h"
+#include "sddaq/log.h"
 #include "sddaq/trigger.h"
+
+#define LOG "run"
 
 #define RICH_RECORD_MAGIC 0x52484352u /* "RCHR" */
 #define RICH_RECORD_HDR   12
@@ -61,13 +65,18 @@ static uint64_t malformed(const sdd_rich_ef_stats *e)
            e->bad_timestamp + e->count_mismatch + e->index_full;
 }
 
-/* One buffer: its events decided, the kept ones sent on. False when the run is aborted. */
+/* One buffer (in NULL: the events the last one held back): its events decided, the kept ones
+ * sent on. False when the run is aborted. */
 static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct run_item *in)
 {
     struct sdd_run *r = s->run;
     struct run_counts *c = run_counts(s);
     sdd_rich_output o;
-    sdd_err err = sdd_rich_proc_run(p, in->data, in->bytes, &o);
+    uint64_t id = in != NULL ? in->id : atomic_load(&s->rich_seq_end);
+    sdd_err err = in == NULL ? sdd_rich_proc_flush(p, s->rich_carry, id, &o)
+                  : s->rich_carry != NULL
+                      ? sdd_rich_proc_run_stream(p, in->data, in->bytes, s->rich_carry, id, &o)
+                      : sdd_rich_proc_run(p, in->data, in->bytes, &o);
     if (err != SDD_OK) {
         sdd_metric_add(s->m.errors, 1);
         return true;
@@ -84,8 +93,8 @@ static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct ru
             return false;
         }
         rec->bytes = rich_record(&o, i, rec->data);
-        rec->id = (in->id << 16) | i; /* buffer number, event in the buffer */
-        rec->built_ns = in->built_ns;
+        rec->id = (id << 16) | i; /* buffer number, event in the buffer */
+        rec->built_ns = in != NULL ? in->built_ns : sdd_now_ns();
         atomic_store(&rec->ntracks, o.nrings[i]);
         c->kept++;
         c->events_out++;
@@ -135,18 +144,36 @@ void *run_rich_thread(void *arg)
         if (p != NULL && going) {
             going = decide_buffer(s, p, it);
         }
+        uint64_t end = it->id + 1, seen = atomic_load(&s->rich_seq_end);
+        while (seen < end && !atomic_compare_exchange_weak(&s->rich_seq_end, &seen, end)) {
+        }
         uint64_t done = sdd_now_ns();
         busy += done - t0;
         run_lat_record(&s->lat[t], done - it->built_ns, done);
         run_item_release(r, it);
         run_counts_flush();
     }
+    /* The last worker out decides the events the last buffer held back. */
+    if (atomic_fetch_add(&s->rich_done, 1) + 1 == s->nthreads && s->rich_carry != NULL &&
+        p != NULL && going) {
+        uint64_t t0 = sdd_now_ns();
+        decide_buffer(s, p, NULL);
+        busy += sdd_now_ns() - t0;
+        run_counts_flush();
+    }
     run_counts_detach();
     atomic_fetch_add(&s->busy_ns, busy);
     if (p != NULL) {
         sdd_rich_ef_stats ef;
-        sdd_rich_proc_stats(p, &ef, NULL);
+        sdd_rich_merge_stats ms;
+        sdd_rich_proc_stats(p, &ef, &ms);
         sdd_metric_add(s->m.errors, malformed(&ef)); /* counted, flagged, skipped */
+        if (ms.carry_full + ms.late > 0) { /* events that may have been cut at a boundary */
+            SDD_WARN(LOG,
+                     "%s: %" PRIu64 " times the events held for the next buffer did not fit, "
+                     "%" PRIu64 " buffers came after their turn: merged on their own",
+                     s->cfg->name, ms.carry_full, ms.late);
+        }
         sdd_rich_proc_destroy(p);
     }
     return run_worker_done(wa);

@@ -194,6 +194,7 @@ sdd_err run_stages_setup(struct sdd_run *r)
         from->out[from->nout++] = to;
         to->first_decision |= from->cfg->type == SDD_STAGE_BU && to->cfg->type == SDD_STAGE_PROCESS;
         atomic_fetch_add(&to->producers, 1);
+        to->nproducers++;
         if (to->in == NULL && !to->inline_run) {
             sdd_err err = sdd_mpmc_create(l->depth, &to->in);
             if (err != SDD_OK) {
@@ -302,7 +303,12 @@ sdd_err run_stages_start(struct sdd_run *r)
                                   : order[k] == SDD_STAGE_FEEDBACK ? run_feedback_thread
                                   : rich                           ? run_rich_thread
                                                                    : run_process_thread;
-            sdd_err err = start_threads(s, fn);
+            /* One source's buffers are one stream: events cut by a buffer boundary are
+             * merged whole (sdd_rich_proc_run_stream). */
+            sdd_err err = rich && s->direct_fed && s->nproducers == 1
+                              ? sdd_rich_carry_create(run_direct_buffer_bytes(), &s->rich_carry)
+                              : SDD_OK;
+            err = err == SDD_OK ? start_threads(s, fn) : err;
             if (err != SDD_OK) {
                 return err;
             }
@@ -315,6 +321,8 @@ void run_stages_close(struct sdd_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
         struct run_stage *s = &r->st[i];
+        sdd_rich_carry_destroy(s->rich_carry);
+        s->rich_carry = NULL;
         if (s->store != NULL) {
             uint64_t t0 = sdd_now_ns(), c0 = sdd_thread_cpu_ns();
             sdd_err err = sdd_store_close(s->store, &s->store_sum);

@@ -13,10 +13,12 @@ sdd_err sdd_rich_index_init(sdd_rich_index *idx, uint32_t cap)
     memset(idx, 0, sizeof(*idx));
     idx->offset = calloc(cap ? cap : 1, sizeof(uint32_t));
     idx->timestamp = calloc(cap ? cap : 1, sizeof(uint32_t));
+    idx->burst = calloc(cap ? cap : 1, sizeof(uint32_t));
     idx->order = calloc(cap ? cap : 1, sizeof(uint32_t));
     idx->nhits = calloc(cap ? cap : 1, 1);
     idx->board = calloc(cap ? cap : 1, 1);
-    if (!idx->offset || !idx->timestamp || !idx->order || !idx->nhits || !idx->board) {
+    if (!idx->offset || !idx->timestamp || !idx->burst || !idx->order || !idx->nhits ||
+        !idx->board) {
         sdd_rich_index_fini(idx);
         return SDD_ENOMEM;
     }
@@ -31,6 +33,7 @@ void sdd_rich_index_fini(sdd_rich_index *idx)
     }
     free(idx->offset);
     free(idx->timestamp);
+    free(idx->burst);
     free(idx->order);
     free(idx->nhits);
     free(idx->board);
@@ -63,8 +66,8 @@ static bool channels_ok(const uint8_t *hits, unsigned n, const sdd_rich_pmtab *t
 /* The events of one packet, [q, end) after its header. Returns the events indexed; *bad
  * says whether any event was malformed. */
 static uint32_t packet_events(const uint8_t *p, size_t q, size_t end, unsigned board,
-                              const sdd_rich_pmtab *t, sdd_rich_index *idx, sdd_rich_ef_stats *st,
-                              bool *bad)
+                              uint32_t burst, const sdd_rich_pmtab *t, sdd_rich_index *idx,
+                              sdd_rich_ef_stats *st, bool *bad)
 {
     uint32_t found = 0;
     while (q < end) {
@@ -119,6 +122,7 @@ static uint32_t packet_events(const uint8_t *p, size_t q, size_t end, unsigned b
             uint32_t k = idx->n++;
             idx->offset[k] = (uint32_t)q;
             idx->timestamp[k] = ts;
+            idx->burst[k] = burst;
             idx->nhits[k] = (uint8_t)nh;
             idx->board[k] = (uint8_t)board;
             st->events++;
@@ -133,12 +137,18 @@ static uint32_t packet_events(const uint8_t *p, size_t q, size_t end, unsigned b
 uint32_t sdd_rich_find_events(const void *buf, size_t len, const sdd_rich_pmtab *t,
                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
 {
+    idx->n = 0;
+    return rich_find_events_more(buf, len, t, idx, st);
+}
+
+uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
+                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
+{
     const uint8_t *p = buf;
     unsigned nboards = t != NULL ? sdd_rich_geom_nboards(&t->geom) : SDD_RICH_MAX_BOARDS;
     if (len > UINT32_MAX) {
         len = UINT32_MAX & ~(size_t)3; /* offsets are 32-bit; the rest is not looked at */
     }
-    idx->n = 0;
     size_t pos = 0;
     while (pos < len) {
         if (len - pos < SDD_RICH_PKT_HEADER) {
@@ -173,7 +183,8 @@ uint32_t sdd_rich_find_events(const void *buf, size_t len, const sdd_rich_pmtab 
         size_t end = cut ? len : pos + plen;
         bool bad = cut;
         st->packets++;
-        uint32_t found = packet_events(p, pos + SDD_RICH_PKT_HEADER, end, h[5], t, idx, st, &bad);
+        uint32_t found = packet_events(p, pos + SDD_RICH_PKT_HEADER, end, h[5], rich_ld32(h + 16),
+                                       t, idx, st, &bad);
         if (cut) {
             st->truncated++;
         } else if (!bad && found != rich_ld16(h + 6) && st->index_full == 0) {

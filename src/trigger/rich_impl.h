@@ -149,9 +149,40 @@ extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_suppor
  * RICH_PUBLISH events and at the end, so other threads can work on them while it goes on;
  * merged may be NULL. */
 #define RICH_PUBLISH 16
-uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t window,
-                            sdd_rich_batch *out, sdd_rich_merge_stats *st,
-                            _Atomic uint32_t *merged);
+/* An index entry whose offset has this bit is an event held back from an earlier buffer, in
+ * the carry's bytes (buffers are at most 1 GiB, so the bit is free). */
+#define RICH_CARRY_BIT 0x80000000u
+/* Where the merge reads the indexed events, and how it ends. */
+struct rich_merge_in {
+    const uint8_t *buf;   /* offsets without RICH_CARRY_BIT */
+    const uint8_t *carry; /* offsets with it */
+    uint32_t window;
+    uint64_t until; /* stop at the first event whose window reaches this time (rich_when), one
+                     * a later buffer may still add to; held[] gets the entries not merged */
+    bool append;    /* add to out's events instead of starting over */
+};
+/* When indexed event k happened: its burst, then its timestamp (ticks since the burst began). */
+static inline uint64_t rich_when(const sdd_rich_index *idx, uint32_t k)
+{
+    return (uint64_t)idx->burst[k] << 32 | idx->timestamp[k];
+}
+uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index *idx,
+                            sdd_rich_batch *out, sdd_rich_merge_stats *st, _Atomic uint32_t *merged,
+                            uint32_t *held, uint32_t *nheld);
+/* rich_carry.c: the turn (buffer order) and the events held for the next buffer. */
+bool rich_carry_take(sdd_rich_carry *c, uint64_t seq);
+void rich_carry_give(sdd_rich_carry *c, uint64_t seq);
+const uint8_t *rich_carry_bytes(const sdd_rich_carry *c);
+void rich_carry_index(const sdd_rich_carry *c, sdd_rich_index *idx);
+bool rich_carry_keep(sdd_rich_carry *c, const uint8_t *buf, const sdd_rich_index *idx,
+                     const uint32_t *held, uint32_t n);
+void rich_carry_clear(sdd_rich_carry *c);
+uint64_t rich_carry_horizon(sdd_rich_carry *c, const sdd_rich_index *idx, unsigned nboards);
+uint64_t rich_carry_skipped(const sdd_rich_carry *c);
+/* Index the events of buf after those already in idx (sdd_rich_find_events() without the
+ * reset). */
+uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
+                               sdd_rich_index *idx, sdd_rich_ef_stats *st);
 #endif
 
 /* Fill the PM-to-centre bin table for npm PMs at (x[i], y[i]). */

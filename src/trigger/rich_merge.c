@@ -39,11 +39,19 @@ void sdd_rich_batch_fini(sdd_rich_batch *b)
     memset(b, 0, sizeof(*b));
 }
 
+/* Event k's header: in the buffer, or held back in the carry. */
+static const uint8_t *event_at(const struct rich_merge_in *in, const sdd_rich_index *idx,
+                               uint32_t k)
+{
+    uint32_t off = idx->offset[k];
+    return off & RICH_CARRY_BIT ? in->carry + (off & ~RICH_CARRY_BIT) : in->buf + off;
+}
+
 /* Append event k's hits to the open merged event e; drops repeats and what passes 64. */
-static void append_hits(const uint8_t *p, const sdd_rich_index *idx, uint32_t k,
+static void append_hits(const uint8_t *e_hdr, const sdd_rich_index *idx, uint32_t k,
                         sdd_rich_batch *out, uint32_t e, sdd_rich_merge_stats *st)
 {
-    const uint8_t *h = p + idx->offset[k] + SDD_RICH_EVT_HEADER;
+    const uint8_t *h = e_hdr + SDD_RICH_EVT_HEADER;
     uint16_t *dst = out->hits + out->first[e];
     unsigned n = out->nhits[e];
     for (unsigned i = 0; i < idx->nhits[k]; i++) {
@@ -61,15 +69,18 @@ static void append_hits(const uint8_t *p, const sdd_rich_index *idx, uint32_t k,
     out->boards[e] |= (uint8_t)(1u << (idx->board[k] & 7));
 }
 
-uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t window,
-                            sdd_rich_batch *out, sdd_rich_merge_stats *st,
-                            _Atomic uint32_t *merged)
+uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index *idx,
+                            sdd_rich_batch *out, sdd_rich_merge_stats *st, _Atomic uint32_t *merged,
+                            uint32_t *held, uint32_t *nheld)
 {
-    const uint8_t *p = buf;
     uint32_t count[SDD_RICH_MAX_BOARDS + 1] = {0};
     uint32_t head[SDD_RICH_MAX_BOARDS], end[SDD_RICH_MAX_BOARDS];
-    out->n = 0;
-    /* Counting sort by board, stable, so each list keeps the arrival order. */
+    const uint32_t window = in->window;
+    if (!in->append) {
+        out->n = 0;
+    }
+    /* Counting sort by board, stable, so each list keeps the arrival order, with held events
+     * ahead of the buffer's. */
     for (uint32_t k = 0; k < idx->n; k++) {
         count[(idx->board[k] & (SDD_RICH_MAX_BOARDS - 1)) + 1]++;
     }
@@ -78,23 +89,30 @@ uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t
         head[b] = count[b];
         end[b] = count[b + 1];
     }
-    for (uint32_t k = 0; k < idx->n; k++) {
-        idx->order[count[idx->board[k] & (SDD_RICH_MAX_BOARDS - 1)]++] = k;
-    }
-    uint32_t last_ts[SDD_RICH_MAX_BOARDS];
-    bool any[SDD_RICH_MAX_BOARDS] = {false};
-    st->in_events += idx->n;
-    for (;;) {
-        /* The earliest head opens the next event. */
-        int first = -1;
-        uint32_t t0 = UINT32_MAX;
-        for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
-            if (head[b] < end[b] && idx->timestamp[idx->order[head[b]]] < t0) {
-                t0 = idx->timestamp[idx->order[head[b]]];
-                first = (int)b;
+    for (int pass = in->carry != NULL ? 0 : 1; pass < 2; pass++) {
+        uint32_t want = pass == 0 ? RICH_CARRY_BIT : 0; /* held events first */
+        for (uint32_t k = 0; k < idx->n; k++) {
+            if (in->carry == NULL || (idx->offset[k] & RICH_CARRY_BIT) == want) {
+                idx->order[count[idx->board[k] & (SDD_RICH_MAX_BOARDS - 1)]++] = k;
             }
         }
-        if (first < 0) {
+    }
+    const uint64_t until = in->until;
+    uint64_t hk[SDD_RICH_MAX_BOARDS]; /* when each board's head happened; UINT64_MAX: none */
+    for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
+        hk[b] = head[b] < end[b] ? rich_when(idx, idx->order[head[b]]) : UINT64_MAX;
+    }
+    uint64_t last_ts[SDD_RICH_MAX_BOARDS];
+    bool any[SDD_RICH_MAX_BOARDS] = {false};
+    uint32_t consumed = 0;
+    for (;;) {
+        /* The earliest head opens the next event. */
+        uint64_t t0 = hk[0];
+        for (unsigned b = 1; b < SDD_RICH_MAX_BOARDS; b++) {
+            t0 = hk[b] < t0 ? hk[b] : t0;
+        }
+        /* An event whose window reaches the horizon may still gain board events. */
+        if (t0 == UINT64_MAX || t0 + window >= until) {
             break;
         }
         bool keep = out->n < out->cap;
@@ -104,31 +122,30 @@ uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t
                 memset(out->seen, 0, SDD_RICH_CHANNELS * sizeof(uint32_t));
                 out->gen = 1;
             }
-            out->timestamp[e] = t0;
+            out->timestamp[e] = (uint32_t)t0;
             out->first[e] = e * SDD_RICH_MAX_HITS;
             out->nhits[e] = 0;
             out->boards[e] = 0;
         }
         unsigned parts = 0;
         for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
-            while (head[b] < end[b]) {
+            while (hk[b] - t0 <= window) {
                 uint32_t k = idx->order[head[b]];
-                uint32_t ts = idx->timestamp[k];
-                if (ts - t0 > window) {
-                    break;
-                }
+                uint64_t ts = hk[b];
                 if (any[b] && ts < last_ts[b]) {
                     st->unordered++;
                 }
                 any[b] = true;
                 last_ts[b] = ts;
                 if (keep) {
-                    append_hits(p, idx, k, out, e, st);
+                    append_hits(event_at(in, idx, k), idx, k, out, e, st);
                 }
                 parts++;
                 head[b]++;
+                hk[b] = head[b] < end[b] ? rich_when(idx, idx->order[head[b]]) : UINT64_MAX;
             }
         }
+        consumed += parts;
         if (keep) {
             out->n++;
             st->out_events++;
@@ -140,6 +157,16 @@ uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t
             st->batch_full += 1;
         }
     }
+    st->in_events += consumed; /* held events count once, when merged */
+    if (nheld != NULL) {
+        uint32_t n = 0;
+        for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
+            for (uint32_t i = head[b]; i < end[b]; i++) {
+                held[n++] = idx->order[i];
+            }
+        }
+        *nheld = n;
+    }
     if (merged != NULL) {
         atomic_store_explicit(merged, out->n, memory_order_release);
     }
@@ -149,5 +176,6 @@ uint32_t rich_merge_publish(const void *buf, const sdd_rich_index *idx, uint32_t
 uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t window,
                         sdd_rich_batch *out, sdd_rich_merge_stats *st)
 {
-    return rich_merge_publish(buf, idx, window, out, st, NULL);
+    const struct rich_merge_in in = {.buf = buf, .window = window, .until = UINT64_MAX};
+    return rich_merge_publish(&in, idx, out, st, NULL, NULL, NULL);
 }

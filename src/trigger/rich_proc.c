@@ -28,7 +28,12 @@ struct sdd_rich_proc {
     struct {
         _Alignas(64) uint64_t rings;
     } part[SPLIT_MAX]; /* rings found by each member */
+    sdd_rich_carry *carry; /* a stream's buffer: its carry, number, and whether it ends it */
+    uint64_t seq;
+    bool flush;
     sdd_rich_index idx;
+    sdd_rich_index held_idx; /* events to hold back merged at once (the carry is full) */
+    uint32_t *held;
     sdd_rich_batch batch;
     uint8_t *nrings;
     sdd_rich_ring *rings;
@@ -59,8 +64,9 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     }
     p->o = *o;
     p->o.split = o->split > 0 ? o->split : 1;
-    /* An event takes at least its 16-byte header. */
-    uint32_t cap = (uint32_t)(o->max_bytes / SDD_RICH_EVT_HEADER + 1);
+    /* An event takes at least its 16-byte header; a stream's buffer adds the events held
+     * from the one before (at most as many bytes again). */
+    uint32_t cap = 2 * (uint32_t)(o->max_bytes / SDD_RICH_EVT_HEADER + 1);
     sdd_err err = SDD_OK;
     for (uint32_t i = 0; i < p->o.split && err == SDD_OK; i++) {
         err = sdd_rich_finder_create(&o->find, &p->finders[i]);
@@ -79,6 +85,13 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     }
     if (err == SDD_OK) {
         err = sdd_rich_index_init(&p->idx, cap);
+    }
+    if (err == SDD_OK) {
+        err = sdd_rich_index_init(&p->held_idx, cap);
+    }
+    if (err == SDD_OK) {
+        p->held = calloc(cap, sizeof(uint32_t));
+        err = p->held != NULL ? SDD_OK : SDD_ENOMEM;
     }
     if (err == SDD_OK) {
         err = sdd_rich_batch_init(&p->batch, cap);
@@ -107,6 +120,8 @@ void sdd_rich_proc_destroy(sdd_rich_proc *p)
         sdd_rich_finder_destroy(p->finders[i]);
     }
     sdd_rich_index_fini(&p->idx);
+    sdd_rich_index_fini(&p->held_idx);
+    free(p->held);
     sdd_rich_batch_fini(&p->batch);
     free(p->nrings);
     free(p->rings);
@@ -132,12 +147,75 @@ static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first,
     return total;
 }
 
+/* Merge the entries `which` of idx (in the buffer or the carry) at once, after the events
+ * already merged: the events to hold back when the carry has no room for them. */
+static void merge_now(sdd_rich_proc *p, const struct rich_merge_in *base, const sdd_rich_index *idx,
+                      const uint32_t *which, uint32_t n, _Atomic uint32_t *merged)
+{
+    sdd_rich_index *h = &p->held_idx;
+    h->n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t k = which[i];
+        h->offset[h->n] = idx->offset[k];
+        h->timestamp[h->n] = idx->timestamp[k];
+        h->burst[h->n] = idx->burst[k];
+        h->nhits[h->n] = idx->nhits[k];
+        h->board[h->n++] = idx->board[k];
+    }
+    struct rich_merge_in in = *base;
+    in.until = UINT64_MAX;
+    in.append = true;
+    rich_merge_publish(&in, h, &p->batch, &p->merge, merged, NULL, NULL);
+}
+
+/* A stream's buffer: its events found at once, then, in its turn, merged after the events the
+ * buffer before held back; what the next buffer may still add to is held back in turn. */
+static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
+                             _Atomic uint32_t *merged)
+{
+    sdd_rich_carry *c = p->carry;
+    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    p->batch.n = 0;
+    struct rich_merge_in in = {
+        .buf = buf, .window = p->o.window, .until = UINT64_MAX, .append = true};
+    if (!rich_carry_take(c, p->seq)) {
+        p->merge.late++; /* its turn was given up: the events around it are merged already */
+        return rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, NULL, NULL);
+    }
+    in.carry = rich_carry_bytes(c);
+    unsigned nboards = sdd_rich_geom_nboards(&p->finder->tab->geom);
+    uint64_t until = rich_carry_horizon(c, &p->idx, nboards);
+    in.until = p->flush ? UINT64_MAX : until;
+    rich_carry_index(c, &p->idx); /* after the buffer's: the merge takes them first */
+    uint32_t nheld = 0;
+    rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, p->held, &nheld);
+    if (nheld > 0 && !rich_carry_keep(c, buf, &p->idx, p->held, nheld)) {
+        p->merge.carry_full++;
+        merge_now(p, &in, &p->idx, p->held, nheld, merged);
+        nheld = 0;
+    }
+    if (nheld == 0) {
+        rich_carry_clear(c);
+    }
+    p->merge.held += nheld;
+    rich_carry_give(c, p->seq);
+    return p->batch.n;
+}
+
 /* The events of the buffer: found, then merged by timestamp. */
 static uint32_t find_and_merge(sdd_rich_proc *p, const void *buf, size_t len,
                                _Atomic uint32_t *merged)
 {
+    if (p->carry != NULL) {
+        uint32_t n = merge_stream(p, buf, len, merged);
+        if (merged != NULL) {
+            atomic_store_explicit(merged, n, memory_order_release);
+        }
+        return n;
+    }
     sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
-    return rich_merge_publish(buf, &p->idx, p->o.window, &p->batch, &p->merge, merged);
+    const struct rich_merge_in in = {.buf = buf, .window = p->o.window, .until = UINT64_MAX};
+    return rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, NULL, NULL);
 }
 
 /* A team member's part: the caller finds and merges the events first; then every member takes
@@ -190,7 +268,44 @@ static sdd_err run_on_gpu(sdd_rich_proc *p, const void *buf, size_t len, sdd_ric
     return SDD_OK;
 }
 
+static sdd_err proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out);
+
 sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
+{
+    p->carry = NULL;
+    return proc_run(p, buf, len, out);
+}
+
+sdd_err sdd_rich_proc_run_stream(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c,
+                                 uint64_t seq, sdd_rich_output *out)
+{
+    if (c == NULL) {
+        return SDD_EINVAL;
+    }
+    if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
+        if (rich_carry_take(c, seq)) { /* refused, but the stream goes on */
+            rich_carry_give(c, seq);
+        }
+        return SDD_ETOOBIG;
+    }
+    p->carry = c;
+    p->seq = seq;
+    p->flush = false;
+    return proc_run(p, buf, len, out);
+}
+
+sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq, sdd_rich_output *out)
+{
+    if (c == NULL) {
+        return SDD_EINVAL;
+    }
+    p->carry = c;
+    p->seq = seq;
+    p->flush = true;
+    return proc_run(p, NULL, 0, out);
+}
+
+static sdd_err proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
 {
     if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
         return SDD_ETOOBIG;
