@@ -22,7 +22,6 @@ struct sdd_rich_carry {
     unsigned cur;
     size_t cap, used; /* bytes[cur] */
     uint32_t n;       /* events held */
-    uint64_t skipped; /* turns given up waiting for */
     /* per board: its last event so far, and the events the others sent after it */
     uint64_t last[SDD_RICH_MAX_BOARDS];
     uint64_t since[SDD_RICH_MAX_BOARDS];
@@ -94,8 +93,7 @@ bool rich_carry_take(sdd_rich_carry *c, uint64_t seq)
         if (now >= give_up && !(t & TURN_HELD) && t < seq &&
             atomic_compare_exchange_strong_explicit(&c->turn, &t, seq | TURN_HELD,
                                                     memory_order_acquire, memory_order_relaxed)) {
-            c->skipped += seq - t; /* those buffers never came (or come late: merged alone) */
-            return true;
+            return true; /* the buffers before never came (or come late: merged alone) */
         }
         sdd_sleep_ns(20 * SDD_NS_PER_US);
     }
@@ -112,7 +110,7 @@ const uint8_t *rich_carry_bytes(const sdd_rich_carry *c)
     return c->bytes[c->cur];
 }
 
-/* The held events into idx (which is empty), ahead of the buffer's. */
+/* The held events into idx, after the buffer's (the merge takes them first). */
 void rich_carry_index(const sdd_rich_carry *c, sdd_rich_index *idx)
 {
     const uint8_t *p = c->bytes[c->cur];
@@ -185,9 +183,4 @@ void rich_carry_clear(sdd_rich_carry *c)
 {
     c->n = 0;
     c->used = 0;
-}
-
-uint64_t rich_carry_skipped(const sdd_rich_carry *c)
-{
-    return c->skipped;
 }

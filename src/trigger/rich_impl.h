@@ -178,7 +178,6 @@ bool rich_carry_keep(sdd_rich_carry *c, const uint8_t *buf, const sdd_rich_index
                      const uint32_t *held, uint32_t n);
 void rich_carry_clear(sdd_rich_carry *c);
 uint64_t rich_carry_horizon(sdd_rich_carry *c, const sdd_rich_index *idx, unsigned nboards);
-uint64_t rich_carry_skipped(const sdd_rich_carry *c);
 /* Index the events of buf after those already in idx (sdd_rich_find_events() without the
  * reset). */
 uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
