@@ -181,10 +181,10 @@ typedef struct sdd_rich_merge_stats {
     uint64_t late;         /* buffers merged alone: their turn had been given up */
 } sdd_rich_merge_stats;
 
-/* Merge the indexed events of buf: a k-way merge of the boards' time-ordered streams; board
- * events whose timestamps lie within `window` ticks of the first one of a group are fused
- * (hits concatenated, repeated channels dropped, timestamp = the earliest). Events come out in
- * time order. idx must come from sdd_rich_find_events() on the same buffer. Adds to *st.
+/* Merge the indexed events of buf: a k-way merge of the boards' time-ordered streams (by burst,
+ * then timestamp); board events whose timestamps lie within `window` ticks of the first one of
+ * a group are fused (hits concatenated, repeated channels dropped, timestamp = the earliest).
+ * Events come out in time order. idx must come from sdd_rich_find_events() on the same buffer. Adds to *st.
  * Returns the number of merged events. */
 SDD_API uint32_t sdd_rich_merge(const void *buf, const sdd_rich_index *idx, uint32_t window,
                                 sdd_rich_batch *out, sdd_rich_merge_stats *st);
