@@ -248,6 +248,8 @@ struct sdd_evb_stats {
     uint64_t ru_failures; /* RUs this node declared dead */
     uint64_t lease_waits;  /* built bulks that waited for a lease before delivery (docs/evb.md) */
     uint64_t bulks_fenced; /* bulks dropped, unbuilt, when this BU fenced itself */
+    uint64_t bulks_in_doubt; /* delivered while a lease lapsed (a stall mid-delivery): their
+                              * RUs may have re-sent them, built again elsewhere as RESENT */
     /* time */
     uint64_t start_ns, end_ns;       /* data phase, monotonic */
     uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */

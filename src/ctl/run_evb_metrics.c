@@ -4,7 +4,7 @@
 #include "run_internal.h"
 
 enum { RU_BU_FAILURES, RU_BULKS_RESENT };
-enum { BU_RU_FAILURES, BU_INCOMPLETE, BU_LEASE_WAITS, BU_BULKS_FENCED, BU_FENCED };
+enum { BU_RU_FAILURES, BU_INCOMPLETE, BU_LEASE_WAITS, BU_BULKS_FENCED, BU_FENCED, BU_IN_DOUBT };
 
 struct family {
     const char *name, *help;
@@ -29,6 +29,9 @@ static const struct family bu_families[RUN_EVB_BU_METRICS] = {
                          "Bulks dropped when this builder unit fenced itself.", SDD_METRIC_COUNTER},
     [BU_FENCED] = {"sddaq_bu_fenced", "1 once this builder unit fenced itself (its run ended).",
                    SDD_METRIC_GAUGE},
+    [BU_IN_DOUBT] = {"sddaq_bu_bulks_in_doubt_total",
+                     "Bulks delivered across a stall: maybe built again elsewhere (RESENT).",
+                     SDD_METRIC_COUNTER},
 };
 
 static sdd_err add_all(sdd_metrics *m, const struct run_stage *s, const struct family *f, size_t nf,
@@ -70,5 +73,6 @@ void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *
         sdd_metric_add(bu[BU_LEASE_WAITS], now->lease_waits - was->lease_waits);
         sdd_metric_add(bu[BU_BULKS_FENCED], now->bulks_fenced - was->bulks_fenced);
         sdd_metric_set(bu[BU_FENCED], now->fenced);
+        sdd_metric_add(bu[BU_IN_DOUBT], now->bulks_in_doubt - was->bulks_in_doubt);
     }
 }

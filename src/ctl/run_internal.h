@@ -132,7 +132,7 @@ struct run_stage {
  * unit and a builder unit; the RU hands bulks for its own BU over by pointer). */
 /* Event-builder failure counters beside the stages' standard sets (run_evb_metrics.c). */
 #define RUN_EVB_RU_METRICS 2
-#define RUN_EVB_BU_METRICS 5
+#define RUN_EVB_BU_METRICS 6
 struct run_evb_metrics {
     sdd_metric *ru[RUN_EVB_RU_METRICS]; /* of the ru stage (NULL without one) */
     sdd_metric *bu[RUN_EVB_BU_METRICS]; /* of the bu stage */

@@ -38,6 +38,7 @@ struct evb_bu {
     uint64_t *built; /* bit k: bulk-set k was built here */
     uint64_t next_scan_ns;
     uint64_t local_ns; /* building time spent inside the local RU's step */
+    uint64_t acks_staged; /* bulks delivered whose acknowledgements wait for a flush */
 };
 
 sdd_err evb_bu_create(struct sdd_evb_node *n)
@@ -176,11 +177,14 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
         }
     }
     bu->built[s->k / 64] |= 1ull << (s->k % 64);
+    bool remote = false;
     for (uint32_t r = 0; r < n->nru; r++) {
         if (s->bulk[r] != NULL) {
             release(n, r, s->k, s->slot[r], false);
+            remote |= s->slot[r] != UINT32_MAX;
         }
     }
+    bu->acks_staged += remote; /* they leave at the next flush: evb_bu_acks_left */
     s->used = false;
     bu->nused--;
 }
@@ -365,6 +369,26 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
             deliver(n, &bu->sets[i], false);
         }
     }
+}
+
+/* Called once the staged acknowledgements left (evb_ctl_flush). The leases held when each of
+ * those bulks was delivered (deliver); if one has lapsed now, this process stalled (or its RUs
+ * fell silent) between that check and the acknowledgement, and an RU may have given the bulk
+ * to another BU meanwhile. Events handed on cannot be called back: say so, and count. */
+void evb_bu_acks_left(struct sdd_evb_node *n)
+{
+    struct evb_bu *bu = n->bu;
+    if (bu == NULL || bu->acks_staged == 0 || !evb_ctl_idle(n)) {
+        return; /* some still wait to be posted */
+    }
+    if (!evb_lease_ok(n, sdd_now_ns())) {
+        n->st.bulks_in_doubt += bu->acks_staged;
+        SDD_WARN(LOG,
+                 "BU %u: %llu bulk(s) delivered across a stall; their events may be built "
+                 "again elsewhere, flagged RESENT (in doubt)",
+                 bu->b, (unsigned long long)bu->acks_staged);
+    }
+    bu->acks_staged = 0;
 }
 
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now)

@@ -645,6 +645,7 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
     }
     work += got;
     work += evb_ctl_flush(n);
+    evb_bu_acks_left(n);
     work += evb_pull_step(n);
     heartbeat(n, now);
     if (n->fenced) {
@@ -683,6 +684,7 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
     }
     work += evb_ctl_flush(n); /* this turn's records, one message per peer */
+    evb_bu_acks_left(n);
     bool fin = (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) &&
                evb_ctl_idle(n) && evb_pull_busy(n) == 0;
     if (fin) {

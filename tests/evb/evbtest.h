@@ -31,11 +31,16 @@ struct et_shared {
     _Atomic uint32_t *flags;
     _Atomic uint64_t *present;
     _Atomic uint64_t *corrupt;
+    _Atomic int stalled_pid; /* the node that stopped itself mid-delivery (et_stall_at) */
 };
 
 static struct et_shared *et_sh;
 
 #define ET_FENCED 7 /* a node's exit status when its run ended SDD_EFENCED */
+
+/* Set before et_run_sig, inherited by the nodes: event id + 1 at whose delivery the BU building
+ * it stops itself (SIGSTOP), a stall that begins exactly inside the fencing window. */
+static uint64_t et_stall_at;
 
 static void et_on_event(const struct sdd_evb_event *ev, void *arg)
 {
@@ -52,6 +57,12 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
     atomic_fetch_or(&et_sh->present[id], ev->present[0]);
     atomic_fetch_or(&et_sh->corrupt[id], bad);
     atomic_fetch_add(&et_sh->built_total, 1);
+    if (id + 1 == et_stall_at) {
+        int none = 0;
+        if (atomic_compare_exchange_strong(&et_sh->stalled_pid, &none, (int)getpid())) {
+            raise(SIGSTOP); /* continued by et_run_sig once an RU gave this BU up */
+        }
+    }
 }
 
 static void *et_map(size_t len)
@@ -190,6 +201,18 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
         kill(pids[kill_node], sig);
         printf("sent signal %d to node %d after %llu built events\n", sig, kill_node,
                (unsigned long long)atomic_load(&et_sh->built_total));
+    }
+    if (et_stall_at != 0) {
+        uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
+        while ((atomic_load(&et_sh->stalled_pid) == 0 || !et_any_resent(o.events)) &&
+               sdd_now_ns() < deadline) {
+            sdd_sleep_ns(10 * SDD_NS_PER_MS);
+        }
+        if (atomic_load(&et_sh->stalled_pid) != 0) {
+            kill(atomic_load(&et_sh->stalled_pid), SIGCONT);
+            printf("continued the node stalled mid-delivery after %llu built events\n",
+                   (unsigned long long)atomic_load(&et_sh->built_total));
+        }
     }
     if (cont && sig == SIGSTOP && kill_node >= 0) {
         uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
