@@ -118,6 +118,9 @@ struct sdd_evb_event {
     bool batch_end; /* last event of its bulk: the RUs get their acknowledgements (and may
                        forget the data) right after this callback returns, so a consumer that
                        buffers must make its output durable now to keep "nothing lost" true */
+    uint64_t delivery; /* this BU's delivery number of the bulk (from 1): a consumer that makes
+                          events leave the node waits until sdd_evb_node_committed() reaches
+                          it, and drops it if the node fenced first (docs/evb.md) */
 };
 
 /* Bytes sdd_evb_event_serialize() needs for ev. */
@@ -224,6 +227,9 @@ struct sdd_evb_opts {
                                   the emulated boards of `src`) */
     sdd_evb_event_fn on_event; /* called for every built event (may be NULL) */
     void *on_event_arg;
+    bool commit_per_bulk; /* acknowledge each bulk as soon as it is delivered, so that a
+                             consumer waiting for sdd_evb_node_committed() holds one bulk at
+                             most (sddaq run); default false: one flush per poll turn */
 };
 
 /* Fill opts with the defaults above (2 nodes, both roles, 100000 events, 1 KiB fixed). */
@@ -278,6 +284,10 @@ SDD_API int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms);
 /* Poll until the run ends; returns SDD_OK or the error. */
 SDD_API sdd_err sdd_evb_node_run(sdd_evb_node *n);
 SDD_API void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out);
+/* The highest delivery number (sdd_evb_event.delivery) whose events no RU can give to another
+ * BU: their acknowledgements left while the leases held, or an RU confirmed them later. All
+ * deliveries once the node ended without fencing. Call from the thread that polls the node. */
+SDD_API uint64_t sdd_evb_node_committed(const sdd_evb_node *n);
 
 /* Ending a run whose length is not known at the start (stopped by time, by hand or by run
  * control). Create every node with opts.events as an upper bound, then:

@@ -6,8 +6,9 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "run_internal.h"
@@ -135,7 +136,8 @@ static __thread uint64_t tls_bulk_ns;
 
 static void on_event(const struct sdd_evb_event *ev, void *arg)
 {
-    struct run_stage *s = arg;
+    struct run_evb_node *e = arg;
+    struct run_stage *s = e->bu;
     if (tls_bulk_ns == 0) {
         tls_bulk_ns = sdd_now_ns();
     }
@@ -147,11 +149,17 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
                          .bytes = ev->bytes, /* fragment bytes: no need to walk them here */
                          .kept = 1,
                          .pooled = false,
+                         .delivery = ev->delivery,
+                         .commit = &e->commit,
                          .ev = ev};
     struct run_counts *c = run_counts(s);
     c->events_out++;
     c->bytes_out += v.bytes;
     run_emit(s, &v, true);
+    if (ev->event_id + 1 == e->test_stall_at && !(ev->flags & SDD_EVB_EV_RESENT)) {
+        e->test_stall_at = 0;
+        raise(SIGSTOP); /* the test hook below: a stall inside this delivery */
+    }
     if (ev->batch_end) {
         tls_bulk_ns = 0; /* the counts go out from the node loop (node_thread) */
     }
@@ -216,6 +224,18 @@ static void node_finished(struct run_evb_node *e)
     run_wake(e->run);
 }
 
+/* The BU's commit mark, for the writers and links behind it (run_gate.c). */
+static void publish_commit(struct run_evb_node *e)
+{
+    if (e->bu == NULL) {
+        return;
+    }
+    uint64_t mark = sdd_evb_node_committed(e->n);
+    if (mark != atomic_load_explicit(&e->commit.mark, memory_order_relaxed)) {
+        atomic_store_explicit(&e->commit.mark, mark, memory_order_release);
+    }
+}
+
 /* The node thread may run on the CPUs of its ru stage's cores (else its bu stage's). */
 static sdd_err pin_node(const struct run_stage *s)
 {
@@ -267,9 +287,12 @@ static void *node_thread(void *arg)
         sdd_sleep_ns(SDD_NS_PER_MS);
     }
     int phase;
+    bool fenced = false;
     while (rc == SDD_OK && (phase = atomic_load(&r->phase)) != RUN_PHASE_ABORT) {
         int p = sdd_evb_node_poll(e->n, 1);
+        publish_commit(e);
         if (p < 0) {
+            fenced = p == SDD_EFENCED;
             run_fail(r, s, (sdd_err)p, "event builder failed");
             break;
         }
@@ -320,6 +343,11 @@ static void *node_thread(void *arg)
         }
     }
     publish_evb(e);
+    publish_commit(e);
+    /* Fenced: what it delivered and never committed was built again by the survivors. Any
+     * other end: its events go out (a failed run is in error anyway; nothing lost). */
+    atomic_store_explicit(&e->commit.state, fenced ? RUN_COMMIT_FENCED : RUN_COMMIT_ENDED,
+                          memory_order_release);
     run_counts_detach();
     node_finished(e);
     return NULL;
@@ -541,7 +569,13 @@ sdd_err run_evb_setup(struct sdd_run *r)
         }
         if (e->bu != NULL) {
             no.on_event = on_event;
-            no.on_event_arg = e->bu;
+            no.on_event_arg = e;
+            no.commit_per_bulk = true; /* writers wait for the commit: one bulk at most */
+            /* Test hook (system.run_netns): the BU that first delivers this event id (not the
+             * survivor that builds it again) stops its own process there, a stall inside the
+             * fencing window (docs/evb.md). */
+            const char *stall = getenv("SDDAQ_TEST_STALL_EVENT");
+            e->test_stall_at = stall != NULL ? strtoull(stall, NULL, 10) + 1 : 0;
         }
         err = sdd_evb_node_create(&no, &e->n);
         if (err != SDD_OK) {

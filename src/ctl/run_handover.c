@@ -119,6 +119,8 @@ static struct run_item *materialize(struct run_stage *s, const struct run_item *
     it->flags = v->flags;
     it->id = v->id;
     it->built_ns = v->built_ns;
+    it->delivery = v->delivery;
+    it->commit = v->commit;
     it->bytes = (uint32_t)n;
     atomic_store(&it->ntracks, atomic_load(&v->ntracks));
     atomic_store(&it->kept, atomic_load(&v->kept));

@@ -42,6 +42,15 @@
  *    puts it back in the pool.
  * A process stage's decision goes into the atomic fields, which a sibling stage fed by the
  * same BU may read at the same time. */
+/* A builder unit's commit mark, published by its node thread for the stages that make events
+ * leave the node (writers, fabric links): an event waits until its delivery is committed, and
+ * is dropped if its builder fenced first (docs/evb.md "Leases and fencing"; run_gate.c). */
+enum { RUN_COMMIT_OPEN = 0, RUN_COMMIT_ENDED, RUN_COMMIT_FENCED };
+struct run_commit {
+    _Atomic uint64_t mark; /* sdd_evb_node_committed() */
+    _Atomic int state;     /* RUN_COMMIT_*: once not open, the mark moves no more */
+};
+
 struct run_item {
     _Atomic uint32_t refs;
     uint32_t flags; /* SDD_EVB_EV_* */
@@ -52,6 +61,8 @@ struct run_item {
     _Atomic uint32_t kept;     /* 1 unless a process stage rejected it */
     _Atomic uint32_t tflags;   /* flags a process stage adds (RUN_FLAG_TRIGGER_ERROR) */
     bool pooled;
+    uint64_t delivery;               /* its builder's delivery number (sdd_evb_event) */
+    const struct run_commit *commit; /* its builder's commit mark; NULL: nothing to wait for */
     const struct sdd_evb_event *ev; /* view only */
     uint8_t data[];                 /* pooled: sdd_evb_event_serialize() layout */
 };
@@ -157,6 +168,8 @@ struct run_evb_node {
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
     struct run_evb_metrics xm;
+    struct run_commit commit; /* the BU's commit mark, for the stages behind it */
+    uint64_t test_stall_at;   /* event id + 1: SDDAQ_TEST_STALL_EVENT (node thread only) */
     uint64_t pub_ns;   /* next publish_evb() */
     uint64_t flush_ns; /* next run_counts_flush() of the inline stages' counts */
 };
@@ -295,6 +308,17 @@ void run_stage_finished(struct run_stage *s);
  * little, then sleeps 50 us doubling up to 1 ms while there is nothing (DESIGN: spin briefly,
  * then block). run_handover.c. */
 struct run_item *run_next_item(struct run_stage *s);
+
+/* Events that wait for their builder's commit mark before they leave the node (run_gate.c). */
+struct run_gate {
+    struct run_item **q; /* ring of waiting events, in arrival order */
+    size_t head, n, cap;
+    uint64_t dropped; /* events dropped: their builder fenced before committing them */
+};
+/* The next event of stage s's input, in order, once it may leave (*drop false) or must be
+ * dropped (*drop true); NULL at the end of the input. */
+struct run_item *run_gate_next(struct run_stage *s, struct run_gate *g, bool *drop);
+void run_gate_fini(struct run_gate *g);
 void run_lat_init(struct run_lat *l);
 void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now);
 void run_lat_flush(struct run_lat *l);

@@ -385,31 +385,34 @@ void *run_link_send_thread(void *arg)
     struct run_link *k = s->link;
     struct sdd_run *r = s->run;
     struct sender sd = {.k = k, .s = s, .busy = calloc(k->slots, sizeof(bool))};
+    struct run_gate gate = {0};
+    bool fenced;
     sdd_err err = sd.busy == NULL ? SDD_ENOMEM : sender_connect(k);
     if (err != SDD_OK) {
         run_fail(r, k->from, err, "cannot connect its fabric link");
     }
     for (;;) {
-        /* Events waiting are packed into one message; when none is, what was packed goes. */
-        void *p = NULL;
-        if (sdd_mpmc_dequeue(s->in, &p) != SDD_OK) {
+        /* Events waiting are packed into one message; when none is, what was packed goes.
+         * Each waits for its builder's commit first (run_gate.c). */
+        if (gate.n == 0 && sdd_mpmc_count(s->in) == 0) {
             if (err == SDD_OK && (err = send_message(&sd, LINK_DATA)) != SDD_OK &&
                 !run_aborted(r)) {
                 run_fail(r, k->from, err, "its fabric link failed");
             }
-            if ((p = run_next_item(s)) == NULL) {
-                break;
-            }
         }
-        struct run_item *it = p;
-        if (err == SDD_OK && (err = add_item(&sd, it)) != SDD_OK && !run_aborted(r)) {
+        struct run_item *it = run_gate_next(s, &gate, &fenced);
+        if (it == NULL) {
+            break;
+        }
+        if (!fenced && err == SDD_OK && (err = add_item(&sd, it)) != SDD_OK && !run_aborted(r)) {
             run_fail(r, k->from, err, "its fabric link failed");
         }
-        if (err != SDD_OK) {
+        if (fenced || err != SDD_OK) {
             atomic_fetch_add(&s->link_dropped, 1); /* counted; the stages behind go on */
         }
         run_item_release(r, it);
     }
+    run_gate_fini(&gate);
     if (err == SDD_OK) {
         err = send_message(&sd, LINK_END);
     }

@@ -192,6 +192,12 @@ sdd_err run_stages_setup(struct sdd_run *r)
             return SDD_ENOTSUP;
         }
         from->out[from->nout++] = to;
+        if (from->cfg->type == SDD_STAGE_BU && from->local) {
+            /* A writer behind holds a bulk's events until the builder commits it (run_gate.c):
+             * buffers for one bulk more per output, or the builder could wait on a buffer the
+             * writer holds while the writer waits on the builder. */
+            slots += from->cfg->evb.bulk_size;
+        }
         to->first_decision |= from->cfg->type == SDD_STAGE_BU && to->cfg->type == SDD_STAGE_PROCESS;
         atomic_fetch_add(&to->producers, 1);
         to->nproducers++;

@@ -7,7 +7,10 @@
 #include "run_internal.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
+#include "sddaq/log.h"
 #include "sddaq/trigger.h"
+
+#define LOG "run"
 
 /* A worker's end: its last latencies out, and the stage finished when it was the last. */
 void *run_worker_done(struct run_worker_arg *wa)
@@ -176,14 +179,17 @@ void *run_writer_thread(void *arg)
     struct run_stage *s = wa->s;
     struct sdd_run *r = s->run;
     run_pin_worker(s, 0);
-    bool broken = false;
+    bool broken = false, fenced;
     uint64_t busy = 0;
+    struct run_gate gate = {0};
     struct run_item *it;
-    while ((it = run_next_item(s)) != NULL) {
+    while ((it = run_gate_next(s, &gate, &fenced)) != NULL) {
         uint64_t t0 = sdd_now_ns();
         sdd_metric_add(s->m.events_in, 1);
         sdd_metric_add(s->m.bytes_in, it->bytes);
-        if (!broken) {
+        if (fenced) {
+            sdd_metric_add(s->m.dropped, 1); /* its builder fenced: a survivor built it */
+        } else if (!broken) {
             struct sdd_store_rec rec = {.id = it->id, .time_ns = it->built_ns,
                                         .flags = it->flags | atomic_load(&it->tflags),
                                         .data = it->data, .size = it->bytes};
@@ -196,7 +202,7 @@ void *run_writer_thread(void *arg)
                 sdd_metric_add(s->m.bytes_out, it->bytes);
             }
         }
-        if (broken) {
+        if (broken && !fenced) {
             sdd_metric_add(s->m.dropped, 1);
         }
         uint64_t done = sdd_now_ns();
@@ -204,6 +210,13 @@ void *run_writer_thread(void *arg)
         run_lat_record(&s->lat[0], done - it->built_ns, done);
         run_item_release(r, it);
     }
+    if (gate.dropped > 0) {
+        SDD_WARN(LOG,
+                 "%s: %llu events not written: their builder unit fenced before it could "
+                 "commit them (the surviving builders wrote them)",
+                 s->cfg->name, (unsigned long long)gate.dropped);
+    }
+    run_gate_fini(&gate);
     atomic_fetch_add(&s->busy_ns, busy);
     return run_worker_done(wa);
 }

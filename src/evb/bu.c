@@ -39,6 +39,10 @@ struct evb_bu {
     uint64_t next_scan_ns;
     uint64_t local_ns; /* building time spent inside the local RU's step */
     uint64_t acks_staged; /* bulks delivered whose acknowledgements wait for a flush */
+    uint64_t delivered;   /* bulks delivered (build calls): the delivery numbers */
+    uint64_t acked;       /* the last delivery whose acknowledgements were staged */
+    uint64_t committed;   /* deliveries no RU can re-send (sdd_evb_node_committed) */
+    uint64_t doubt_ns;    /* acks of bulks in doubt left at this time; 0: none in doubt */
 };
 
 sdd_err evb_bu_create(struct sdd_evb_node *n)
@@ -106,6 +110,7 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     uint32_t src_flags[SDD_EVB_MAX_NODES];
     uint64_t present[1];
     uint32_t nev = events_in(n, s->k);
+    uint64_t delivery = ++bu->delivered;
     bool check = n->o.verify != SDD_EVB_VERIFY_NONE;
     bool payload = n->o.verify == SDD_EVB_VERIFY_FULL;
     for (uint32_t i = 0; i < nev; i++) {
@@ -115,7 +120,8 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
                                    .present = present,
                                    .frags = frags,
                                    .src_flags = src_flags,
-                                   .batch_end = i + 1 == nev};
+                                   .batch_end = i + 1 == nev,
+                                   .delivery = delivery};
         present[0] = 0;
         for (uint32_t r = 0; r < n->nru; r++) {
             frags[r] = NULL;
@@ -185,19 +191,24 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
         }
     }
     bu->acks_staged += remote; /* they leave at the next flush: evb_bu_acks_left */
+    bu->acked = delivery;
+    if (n->o.commit_per_bulk) {
+        evb_ctl_flush(n);
+        evb_bu_acks_left(n);
+    }
     s->used = false;
     bu->nused--;
 }
 
-/* Build s now if every live remote RU's lease holds, else hold it for evb_bu_step. The clock
- * is read here, not taken from the loop turn: the check must be as near the hand-off as can be
- * (docs/evb.md, the fencing window). */
+/* Build s now if every live remote RU's lease holds and no bulk is in doubt (evb_bu_acks_left),
+ * else hold it for evb_bu_step. The clock is read here, not taken from the loop turn: the check
+ * must be as near the hand-off as can be (docs/evb.md, the fencing window). */
 static void deliver(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
 {
     if (s->held) {
         return;
     }
-    if (!evb_lease_ok(n, sdd_now_ns())) {
+    if (n->bu->doubt_ns != 0 || !evb_lease_ok(n, sdd_now_ns())) {
         s->held = true;
         s->timed_out = timed_out;
         n->bu->nheld++;
@@ -371,31 +382,52 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
     }
 }
 
-/* Called once the staged acknowledgements left (evb_ctl_flush). The leases held when each of
- * those bulks was delivered (deliver); if one has lapsed now, this process stalled (or its RUs
- * fell silent) between that check and the acknowledgement, and an RU may have given the bulk
- * to another BU meanwhile. Events handed on cannot be called back: say so, and count. */
+/* Called after each flush of control messages: moves the committed mark. A bulk's events
+ * are committed once its acknowledgements left while every lease still held (deliver checked
+ * them just before the hand-off). If one has lapsed by then, this process stalled (or its RUs
+ * fell silent) in between, and an RU may have given the bulk to another BU meanwhile: those
+ * bulks are in doubt (counted, said) until every live remote RU echoes a heartbeat sent after
+ * the acknowledgements (it read them first, and had not given this BU up: it would not answer
+ * one it gave up), or until this BU fences (they never commit: the node drops them). */
 void evb_bu_acks_left(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
-    if (bu == NULL || bu->acks_staged == 0 || !evb_ctl_idle(n)) {
-        return; /* some still wait to be posted */
+    if (bu == NULL || bu->committed == bu->acked || !evb_ctl_idle(n)) {
+        return; /* nothing new, or some acknowledgements still wait to be posted */
     }
-    if (!evb_lease_ok(n, sdd_now_ns())) {
+    uint64_t now = sdd_now_ns();
+    if (bu->doubt_ns == 0 && bu->acks_staged > 0 && !evb_lease_ok(n, now)) {
+        bu->doubt_ns = now;
         n->st.bulks_in_doubt += bu->acks_staged;
         SDD_WARN(LOG,
-                 "BU %u: %llu bulk(s) delivered across a stall; their events may be built "
-                 "again elsewhere, flagged RESENT (in doubt)",
+                 "BU %u: %llu bulk(s) delivered across a stall (in doubt): committed only "
+                 "once the RUs confirm them; a consumer drops them if this BU fences",
                  bu->b, (unsigned long long)bu->acks_staged);
     }
     bu->acks_staged = 0;
+    if (bu->doubt_ns != 0 && !evb_lease_echoed_since(n, bu->doubt_ns, now)) {
+        return;
+    }
+    bu->doubt_ns = 0;
+    bu->committed = bu->acked;
+}
+
+uint64_t sdd_evb_node_committed(const sdd_evb_node *n)
+{
+    if (n->bu == NULL) {
+        return 0;
+    }
+    if (n->st.end_ns != 0 && !n->fenced) {
+        return n->bu->delivered; /* every RU finished: none will re-send anything */
+    }
+    return n->bu->committed;
 }
 
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
 {
     struct evb_bu *bu = n->bu;
     int work = 0;
-    if (bu->nheld > 0 && evb_lease_ok(n, now)) {
+    if (bu->nheld > 0 && bu->doubt_ns == 0 && evb_lease_ok(n, now)) {
         for (uint32_t i = 0; i < bu->nsets; i++) {
             struct bu_set *s = &bu->sets[i];
             if (s->used && s->held) {

@@ -31,6 +31,7 @@ void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t
     if (until > p->lease_until_ns && until > now) {
         p->lease_until_ns = until;
         p->lease_renewed_ns = now;
+        p->lease_echo_ns = d;
     }
     if (!p->hb_answered) {
         /* The first lease need not wait for the peer's next periodic heartbeat. */
@@ -60,6 +61,19 @@ bool evb_lease_ok(const struct sdd_evb_node *n, uint64_t now)
         uint32_t node = n->ru_node[r];
         const struct evb_peer *p = &n->peers[node];
         if (node != n->self && p->alive && !p->done && p->lease_until_ns <= now) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool evb_lease_echoed_since(const struct sdd_evb_node *n, uint64_t t, uint64_t now)
+{
+    for (uint32_t r = 0; r < n->nru; r++) {
+        uint32_t node = n->ru_node[r];
+        const struct evb_peer *p = &n->peers[node];
+        if (node != n->self && p->alive && !p->done &&
+            (p->lease_echo_ns < t || p->lease_until_ns <= now)) {
             return false;
         }
     }

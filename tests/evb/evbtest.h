@@ -31,6 +31,7 @@ struct et_shared {
     _Atomic uint32_t *flags;
     _Atomic uint64_t *present;
     _Atomic uint64_t *corrupt;
+    _Atomic uint32_t *kept;  /* per event: times a consumer honouring the commit mark kept it */
     _Atomic int stalled_pid; /* the node that stopped itself mid-delivery (et_stall_at) */
 };
 
@@ -41,6 +42,36 @@ static struct et_shared *et_sh;
 /* Set before et_run_sig, inherited by the nodes: event id + 1 at whose delivery the BU building
  * it stops itself (SIGSTOP), a stall that begins exactly inside the fencing window. */
 static uint64_t et_stall_at;
+
+/* A consumer that makes events leave the node (a writer) keeps each only once its delivery is
+ * committed, and drops it if the node fenced first (sdd_evb_node_committed): per node process,
+ * the events delivered and not yet committed. */
+static struct et_held {
+    uint64_t id, delivery;
+} * et_held;
+static size_t et_nheld, et_held_cap;
+
+static void et_hold(uint64_t id, uint64_t delivery)
+{
+    if (et_nheld == et_held_cap) {
+        et_held_cap = et_held_cap ? 2 * et_held_cap : 1024;
+        et_held = realloc(et_held, et_held_cap * sizeof(*et_held));
+        CHECK_REQUIRE(et_held != NULL);
+    }
+    et_held[et_nheld++] = (struct et_held){id, delivery};
+}
+
+/* Keep what is committed now; with `final`, drop the rest (the node fenced). */
+static void et_commit(uint64_t committed, bool final)
+{
+    size_t i = 0;
+    while (i < et_nheld && et_held[i].delivery <= committed) {
+        atomic_fetch_add(&et_sh->kept[et_held[i].id], 1);
+        i++;
+    }
+    et_nheld -= final ? et_nheld : i;
+    memmove(et_held, et_held + i, et_nheld * sizeof(*et_held));
+}
 
 static void et_on_event(const struct sdd_evb_event *ev, void *arg)
 {
@@ -57,6 +88,7 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
     atomic_fetch_or(&et_sh->present[id], ev->present[0]);
     atomic_fetch_or(&et_sh->corrupt[id], bad);
     atomic_fetch_add(&et_sh->built_total, 1);
+    et_hold(id, ev->delivery);
     if (id + 1 == et_stall_at) {
         int none = 0;
         if (atomic_compare_exchange_strong(&et_sh->stalled_pid, &none, (int)getpid())) {
@@ -102,6 +134,7 @@ static void et_reset(uint64_t events)
         munmap((void *)et_sh->flags, mapped * 4);
         munmap((void *)et_sh->present, mapped * 8);
         munmap((void *)et_sh->corrupt, mapped * 8);
+        munmap((void *)et_sh->kept, mapped * 4);
     }
     mapped = events;
     memset(et_sh, 0, sizeof(*et_sh));
@@ -109,6 +142,7 @@ static void et_reset(uint64_t events)
     et_sh->flags = et_map(events * 4);
     et_sh->present = et_map(events * 8);
     et_sh->corrupt = et_map(events * 8);
+    et_sh->kept = et_map(events * 4);
 }
 
 static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
@@ -134,7 +168,11 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
         sdd_evb_node_destroy(n);
         return 5;
     }
-    sdd_err err = sdd_evb_node_run(n);
+    int err;
+    while ((err = sdd_evb_node_poll(n, 1)) > 0) {
+        et_commit(sdd_evb_node_committed(n), false);
+    }
+    et_commit(sdd_evb_node_committed(n), true);
     sdd_evb_node_stats(n, &et_sh->stats[o.node]);
     atomic_store(&et_sh->done[o.node], 1);
     sdd_evb_node_destroy(n);
@@ -260,6 +298,7 @@ static void et_each_transfer(sdd_evb_transfer *mode, void (*tests)(void))
 /* Global accounting over all BUs of the last run. */
 struct et_tally {
     uint64_t lost, dup, complete, incomplete, corrupt, bad_content;
+    uint64_t kept_lost, kept_dup; /* by a consumer honouring the commit mark (et_commit) */
 };
 
 static struct et_tally et_count(uint64_t events)
@@ -279,6 +318,9 @@ static struct et_tally et_count(uint64_t events)
                 fprintf(stderr, "event %llu built %u times\n", (unsigned long long)e, c);
             }
         }
+        uint32_t k = atomic_load(&et_sh->kept[e]);
+        t.kept_lost += k == 0;
+        t.kept_dup += k > 1;
         if (c > 0 && (f & ~(uint32_t)SDD_EVB_EV_RESENT) == 0) {
             t.complete++;
         }

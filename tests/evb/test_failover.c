@@ -42,6 +42,8 @@ static void test_kill_bu(void)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.incomplete, 0);
     CHECK_EQ(t.corrupt, 0);
     CHECK_EQ(t.complete, o.events);
@@ -84,6 +86,8 @@ static void stop_bu(bool cont)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.complete, o.events);
     for (int i = 0; i < 2; i++) {
         CHECK_EQ(et_sh->stats[i].bu_failures, 1);
@@ -128,6 +132,8 @@ static void test_stop_continue_combined(void)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.corrupt, 0);
     CHECK(t.incomplete > 0);
     printf("  %llu of %llu events left without source 1; node 1 dropped %llu bulks\n",
@@ -138,7 +144,8 @@ static void test_stop_continue_combined(void)
 /* The fencing window: a BU stalls (SIGSTOP) in the middle of handing a bulk's events on,
  * after its lease check, and is given up. Continued, it finishes that bulk (nothing can call
  * events back) and fences; the survivors built the same bulk from the re-sends. Every event
- * built twice must be one the stalled BU counted in doubt, and flagged RESENT; none lost. */
+ * delivered twice must be one the stalled BU counted in doubt, and flagged RESENT; none lost;
+ * and a consumer honouring the commit mark keeps every event exactly once. */
 static void test_stall_mid_delivery(void)
 {
     struct sdd_evb_opts o;
@@ -180,6 +187,10 @@ static void test_stall_mid_delivery(void)
         }
     }
     CHECK_EQ(dup_unflagged, 0);
+    /* A consumer that keeps events only once committed keeps each exactly once: the stalled
+     * BU's bulk in doubt never committed (it fenced), the survivor's copy did. */
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
     printf("  %llu events built twice, all flagged RESENT; %llu bulk(s) counted in doubt\n",
            (unsigned long long)t.dup, (unsigned long long)doubt);
 }
@@ -202,6 +213,8 @@ static void test_kill_ru(void)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.corrupt, 0);
     CHECK(t.incomplete > 0);
     CHECK(t.incomplete < o.events);
