@@ -70,7 +70,9 @@ static void et_commit(uint64_t committed, bool final)
         i++;
     }
     et_nheld -= final ? et_nheld : i;
-    memmove(et_held, et_held + i, et_nheld * sizeof(*et_held));
+    if (et_nheld > 0) { /* never with et_held NULL: nothing held yet */
+        memmove(et_held, et_held + i, et_nheld * sizeof(*et_held));
+    }
 }
 
 static void et_on_event(const struct sdd_evb_event *ev, void *arg)
