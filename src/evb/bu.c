@@ -43,6 +43,7 @@ struct evb_bu {
     uint64_t acked;       /* the last delivery whose acknowledgements were staged */
     uint64_t committed;   /* deliveries no RU can re-send (sdd_evb_node_committed) */
     uint64_t doubt_ns;    /* acks of bulks in doubt left at this time; 0: none in doubt */
+    bool lapsed;          /* a lease had lapsed before the staged acks were posted */
 };
 
 sdd_err evb_bu_create(struct sdd_evb_node *n)
@@ -193,6 +194,7 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     bu->acks_staged += remote; /* they leave at the next flush: evb_bu_acks_left */
     bu->acked = delivery;
     if (n->o.commit_per_bulk) {
+        evb_bu_before_flush(n);
         evb_ctl_flush(n);
         evb_bu_acks_left(n);
     }
@@ -382,13 +384,25 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
     }
 }
 
-/* Called after each flush of control messages: moves the committed mark. A bulk's events
- * are committed once its acknowledgements left while every lease still held (deliver checked
- * them just before the hand-off). If one has lapsed by then, this process stalled (or its RUs
- * fell silent) in between, and an RU may have given the bulk to another BU meanwhile: those
- * bulks are in doubt (counted, said) until every live remote RU echoes a heartbeat sent after
- * the acknowledgements (it read them first, and had not given this BU up: it would not answer
- * one it gave up), or until this BU fences (they never commit: the node drops them). */
+/* Called just before a flush of control messages. A bulk's events are committed once its
+ * acknowledgements leave while every lease still holds (deliver checked them before the
+ * hand-off; this checks them again before the acknowledgements go). If one has lapsed, this
+ * process stalled (or its RUs fell silent) while it delivered, and an RU may have given the
+ * bulk to another BU: the acknowledgements come too late for that RU. Checked before the
+ * post, not after: a stall during the post itself (microseconds) then risks a bulk built
+ * twice, flagged RESENT at the survivor, never one lost. */
+void evb_bu_before_flush(struct sdd_evb_node *n)
+{
+    struct evb_bu *bu = n->bu;
+    if (bu != NULL && bu->acks_staged > 0 && !bu->lapsed && !evb_lease_ok(n, sdd_now_ns())) {
+        bu->lapsed = true;
+    }
+}
+
+/* Called after a flush: moves the committed mark. Bulks whose acknowledgements left after a
+ * lease lapsed are in doubt (counted, said) until every live remote RU echoes a heartbeat sent
+ * after them (it read them first, and had not given this BU up: it does not answer one it gave
+ * up), or until this BU fences (they never commit: the node's consumers drop them). */
 void evb_bu_acks_left(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
@@ -396,15 +410,21 @@ void evb_bu_acks_left(struct sdd_evb_node *n)
         return; /* nothing new, or some acknowledgements still wait to be posted */
     }
     uint64_t now = sdd_now_ns();
-    if (bu->doubt_ns == 0 && bu->acks_staged > 0 && !evb_lease_ok(n, now)) {
+    if (bu->doubt_ns == 0 && bu->acks_staged > 0 && bu->lapsed) {
         bu->doubt_ns = now;
         n->st.bulks_in_doubt += bu->acks_staged;
         SDD_WARN(LOG,
                  "BU %u: %llu bulk(s) delivered across a stall (in doubt): committed only "
                  "once the RUs confirm them; a consumer drops them if this BU fences",
                  bu->b, (unsigned long long)bu->acks_staged);
+        /* An RU that read those acknowledgements before giving this BU up has them, heard
+         * from it just now and will not give it up: ask for its echo at once, so the mark
+         * moves before anything else can happen. One that gave it up does not answer. */
+        evb_lease_ask_now(n, now);
+        evb_ctl_flush(n);
     }
     bu->acks_staged = 0;
+    bu->lapsed = false;
     if (bu->doubt_ns != 0 && !evb_lease_echoed_since(n, bu->doubt_ns, now)) {
         return;
     }

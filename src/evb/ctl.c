@@ -110,6 +110,7 @@ void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t
                         .c = c,
                         .d = d};
     if (n->backlog_n == 0 && n->nstaged[to] == EVB_CTL_BATCH) {
+        evb_bu_before_flush(n); /* acknowledgements may go now: see bu.c */
         flush_peer(n, to);
     }
     if (n->backlog_n > 0) {

@@ -34,6 +34,7 @@ bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
 bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);
 
 enum ctl_type { CTL_HB = 1, CTL_ACK, CTL_DONE, CTL_BULK, CTL_BUILT, CTL_PULL };
+#define EVB_HB_ANSWER_NOW 1u /* HB field c: echo this one at once, not at the next beat */
 
 /* Control record, 32 bytes; a fabric message carries 1 to EVB_CTL_BATCH of them (ctl.c). */
 struct evb_ctl {
@@ -145,7 +146,10 @@ void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why);
  * heartbeats, so that it never delivers a bulk an RU has already given to another BU; and a
  * BU that may have been given up (it stalled, or it is cut off from every RU) fences itself. */
 /* A heartbeat from peer `node`: a = its clock, d = its echo of ours. Answers a first one. */
-void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint64_t now);
+void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint32_t c,
+                     uint64_t now);
+/* A heartbeat to every live remote RU that asks for an echo at once (c = EVB_HB_ANSWER_NOW). */
+void evb_lease_ask_now(struct sdd_evb_node *n, uint64_t now);
 /* Called at the start of every poll turn: notes stalls of this process. */
 void evb_lease_turn(struct sdd_evb_node *n, uint64_t now);
 /* The lease from node `node` holds at `now`: a BU may read what that RU announced. */
@@ -193,6 +197,7 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead);
 /* Bulk k was built by a BU that died since: acknowledge its re-sends as duplicates. */
 void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k);
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
+void evb_bu_before_flush(struct sdd_evb_node *n);
 void evb_bu_acks_left(struct sdd_evb_node *n);
 bool evb_bu_finished(const struct sdd_evb_node *n);
 /* Drop every bulk held, unbuilt and unacknowledged (their RUs re-send them elsewhere). */

@@ -20,7 +20,8 @@
 #include "evb_internal.h"
 #include "sddaq/clock.h"
 
-void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint64_t now)
+void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t d, uint32_t c,
+                     uint64_t now)
 {
     struct evb_peer *p = &n->peers[node];
     if (a > p->echo_ns) {
@@ -33,10 +34,22 @@ void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t
         p->lease_renewed_ns = now;
         p->lease_echo_ns = d;
     }
-    if (!p->hb_answered) {
-        /* The first lease need not wait for the peer's next periodic heartbeat. */
+    if (!p->hb_answered || c == EVB_HB_ANSWER_NOW) {
+        /* The first lease need not wait for the peer's next periodic heartbeat, nor does a BU
+         * with bulks in doubt (bu.c): it waits for this echo. */
         p->hb_answered = true;
         evb_ctl_send_d(n, node, CTL_HB, now, 0, 0, p->echo_ns);
+    }
+}
+
+void evb_lease_ask_now(struct sdd_evb_node *n, uint64_t now)
+{
+    for (uint32_t r = 0; r < n->nru; r++) {
+        uint32_t node = n->ru_node[r];
+        const struct evb_peer *p = &n->peers[node];
+        if (node != n->self && p->alive && !p->done) {
+            evb_ctl_send_d(n, node, CTL_HB, now, 0, EVB_HB_ANSWER_NOW, p->echo_ns);
+        }
     }
 }
 

@@ -424,7 +424,7 @@ static void on_ctl(struct sdd_evb_node *n, const struct evb_ctl *m, uint64_t now
     p->last_rx_ns = now;
     switch (m->type) {
     case CTL_HB:
-        evb_lease_on_hb(n, m->from, m->a, m->d, now);
+        evb_lease_on_hb(n, m->from, m->a, m->d, m->c, now);
         break;
     case CTL_ACK:
         if (n->ru && n->bu_of[m->from] >= 0) {
@@ -644,6 +644,7 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         handle_cqe(n, &cq[i], now);
     }
     work += got;
+    evb_bu_before_flush(n);
     work += evb_ctl_flush(n);
     evb_bu_acks_left(n);
     work += evb_pull_step(n);
@@ -683,6 +684,7 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         work += w;
         n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
     }
+    evb_bu_before_flush(n);
     work += evb_ctl_flush(n); /* this turn's records, one message per peer */
     evb_bu_acks_left(n);
     bool fin = (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) &&

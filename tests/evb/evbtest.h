@@ -42,6 +42,7 @@ static struct et_shared *et_sh;
 /* Set before et_run_sig, inherited by the nodes: event id + 1 at whose delivery the BU building
  * it stops itself (SIGSTOP), a stall that begins exactly inside the fencing window. */
 static uint64_t et_stall_at;
+static uint32_t et_stall_ms; /* 0: continue it once an RU gave it up; else after this long */
 
 /* A consumer that makes events leave the node (a writer) keeps each only once its delivery is
  * committed, and drops it if the node fenced first (sdd_evb_node_committed): per node process,
@@ -244,8 +245,13 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
     }
     if (et_stall_at != 0) {
         uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
-        while ((atomic_load(&et_sh->stalled_pid) == 0 || !et_any_resent(o.events)) &&
-               sdd_now_ns() < deadline) {
+        while (atomic_load(&et_sh->stalled_pid) == 0 && sdd_now_ns() < deadline) {
+            sdd_sleep_ns(SDD_NS_PER_MS);
+        }
+        if (et_stall_ms > 0) {
+            sdd_sleep_ns((uint64_t)et_stall_ms * SDD_NS_PER_MS);
+        }
+        while (et_stall_ms == 0 && !et_any_resent(o.events) && sdd_now_ns() < deadline) {
             sdd_sleep_ns(10 * SDD_NS_PER_MS);
         }
         if (atomic_load(&et_sh->stalled_pid) != 0) {

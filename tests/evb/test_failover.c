@@ -195,6 +195,43 @@ static void test_stall_mid_delivery(void)
            (unsigned long long)t.dup, (unsigned long long)doubt);
 }
 
+/* The same stall, but shorter than the RUs' dead time and longer than the lease: the BU
+ * finishes the bulk, its acknowledgements leave after its lease lapsed (in doubt), and the RUs,
+ * which had not given it up, keep the bulk acknowledged and answer its heartbeat: the mark
+ * moves on. Nothing re-sent, nothing fenced, every event delivered and kept once. */
+static void test_short_stall_mid_delivery(void)
+{
+    struct sdd_evb_opts o;
+    base_opts(&o, 45000);
+    o.dead_ms = 2000; /* lease 1 s: a 1.5 s stop lapses it, the RUs wait 2 s */
+    o.roles[0] = o.roles[1] = SDD_EVB_ROLE_RU;
+    o.roles[2] = o.roles[3] = o.roles[4] = SDD_EVB_ROLE_BU;
+    int st[SDD_EVB_MAX_NODES];
+    et_stall_at = o.events / 4 + 5 + 1;
+    et_stall_ms = 1500;
+    printf("2 RUs x 3 BUs, the BU building event %llu stops itself for 1.5 s while delivering it\n",
+           (unsigned long long)(et_stall_at - 1));
+    CHECK_REQUIRE(et_run_sig(o, -1, 0, 0, false, st) == 0);
+    et_stall_at = 0;
+    et_stall_ms = 0;
+    uint64_t doubt = 0;
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(st[i], 0);
+        CHECK_EQ(et_sh->stats[i].fenced, 0);
+        CHECK_EQ(et_sh->stats[i].bu_failures, 0);
+        doubt += et_sh->stats[i].bulks_in_doubt;
+    }
+    CHECK(doubt >= 1);
+    struct et_tally t = et_count(o.events);
+    CHECK_EQ(t.lost, 0);
+    CHECK_EQ(t.dup, 0);
+    CHECK_EQ(t.complete, o.events);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
+    printf("  %llu bulk(s) in doubt, confirmed by the RUs: every event kept once\n",
+           (unsigned long long)doubt);
+}
+
 static void test_kill_ru(void)
 {
     struct sdd_evb_opts o;
@@ -254,6 +291,7 @@ static void all_tests(void)
     test_stop_continue_bu();
     test_stop_continue_combined();
     test_stall_mid_delivery();
+    test_short_stall_mid_delivery();
     test_kill_ru();
 }
 

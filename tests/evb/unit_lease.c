@@ -1,8 +1,9 @@
 /* The lease rules of src/evb/lease.c on a node set up by hand, without a fabric: an echo
  * renews a BU's lease only while it is recent, so the echo of a value from before a stall
- * renews nothing; a peer's first heartbeat is answered at once with its echo; a late poll turn
- * marks a stall; and a BU that loses a remote RU fences exactly when it cannot tell that RU's
- * failure from having been given up itself. */
+ * renews nothing; a peer's first heartbeat, and one that asks, is answered at once with its
+ * echo; bulks in doubt wait for echoes from after them; a late poll turn marks a stall; and a BU
+ * that loses a remote RU fences exactly when it cannot tell that RU's failure from having been
+ * given up itself. */
 #include <stdlib.h>
 
 #include "check.h"
@@ -40,24 +41,63 @@ static void test_echo(void)
     struct sdd_evb_node *n = bu_node(2);
     struct evb_peer *p = &n->peers[1];
     /* First heartbeat: no echo yet, answered at once with one of its clock value. */
-    evb_lease_on_hb(n, 1, 5000, 0, T0);
+    evb_lease_on_hb(n, 1, 5000, 0, 0, T0);
     CHECK_EQ(p->lease_until_ns, 0);
     CHECK_EQ(n->nstaged[1], 1);
     CHECK_EQ(n->stage[1][0].type, CTL_HB);
     CHECK_EQ(n->stage[1][0].a, T0);
     CHECK_EQ(n->stage[1][0].d, 5000);
     /* Later ones are not answered (the periodic heartbeat carries the echo). */
-    evb_lease_on_hb(n, 1, 6000, T0 - 100 * MS, T0);
+    evb_lease_on_hb(n, 1, 6000, T0 - 100 * MS, 0, T0);
     CHECK_EQ(n->nstaged[1], 1);
     CHECK_EQ(p->echo_ns, 6000);
     CHECK_EQ(p->lease_until_ns, T0 - 100 * MS + LEASE);
     CHECK_EQ(p->lease_renewed_ns, T0);
     /* An older echo, or one from before a stall (lapsed already), renews nothing. */
-    evb_lease_on_hb(n, 1, 5500, T0 - 200 * MS, T0 + 10 * MS);
-    evb_lease_on_hb(n, 1, 7000, T0 - 1500 * MS, T0 + 20 * MS);
+    evb_lease_on_hb(n, 1, 5500, T0 - 200 * MS, 0, T0 + 10 * MS);
+    evb_lease_on_hb(n, 1, 7000, T0 - 1500 * MS, 0, T0 + 20 * MS);
     CHECK_EQ(p->echo_ns, 7000);
     CHECK_EQ(p->lease_until_ns, T0 - 100 * MS + LEASE);
     CHECK_EQ(p->lease_renewed_ns, T0);
+    /* A heartbeat that asks for its echo at once (a BU with bulks in doubt) gets it. */
+    evb_lease_on_hb(n, 1, 8000, T0 - 50 * MS, EVB_HB_ANSWER_NOW, T0 + 30 * MS);
+    CHECK_EQ(n->nstaged[1], 2);
+    CHECK_EQ(n->stage[1][1].d, 8000);
+    CHECK_EQ(p->lease_echo_ns, T0 - 50 * MS);
+    free(n);
+}
+
+/* Bulks in doubt commit only once every live remote RU echoed a clock value from after their
+ * acknowledgements left, with its lease holding; a BU asks for those echoes at once. */
+static void test_echoed_since(void)
+{
+    struct sdd_evb_node *n = bu_node(2);
+    uint64_t doubt = T0;
+    for (uint32_t j = 1; j <= 2; j++) {
+        n->peers[j].lease_until_ns = T0 + 400 * MS;
+        n->peers[j].lease_echo_ns = T0 - 600 * MS; /* an echo from before the doubt */
+    }
+    CHECK(!evb_lease_echoed_since(n, doubt, T0 + MS));
+    evb_lease_on_hb(n, 1, 1, doubt + MS, 0, T0 + 2 * MS);
+    CHECK(!evb_lease_echoed_since(n, doubt, T0 + 2 * MS)); /* RU 2 has not answered */
+    evb_lease_on_hb(n, 2, 1, doubt + MS, 0, T0 + 2 * MS);
+    CHECK(evb_lease_echoed_since(n, doubt, T0 + 2 * MS));
+    CHECK(!evb_lease_echoed_since(n, doubt, doubt + MS + LEASE)); /* lapsed again */
+    n->peers[2].alive = false; /* a dead RU re-sends nothing more: it is not waited for */
+    n->peers[1].lease_echo_ns = doubt - 1;
+    n->peers[1].done = true;
+    CHECK(evb_lease_echoed_since(n, doubt, T0 + 3 * MS));
+    n->peers[1].done = false;
+    n->peers[2].alive = true;
+    n->nstaged[1] = n->nstaged[2] = 0; /* drop the first heartbeats' answers */
+    n->staged = 0;
+    evb_lease_ask_now(n, T0 + 4 * MS);
+    for (uint32_t j = 1; j <= 2; j++) {
+        CHECK_EQ(n->nstaged[j], 1);
+        CHECK_EQ(n->stage[j][0].type, CTL_HB);
+        CHECK_EQ(n->stage[j][0].c, EVB_HB_ANSWER_NOW);
+        CHECK_EQ(n->stage[j][0].a, T0 + 4 * MS);
+    }
     free(n);
 }
 
@@ -138,6 +178,7 @@ static void test_fence_rules(void)
 int main(void)
 {
     test_echo();
+    test_echoed_since();
     test_gate();
     test_stall();
     test_fence_rules();
