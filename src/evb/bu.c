@@ -193,13 +193,15 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     }
     bu->acks_staged += remote; /* they leave at the next flush: evb_bu_acks_left */
     bu->acked = delivery;
+    s->used = false;
+    bu->nused--;
+    /* Last, with s retired: a failed post declares its peer dead, which delivers the sets
+     * that were waiting for that RU from in here (evb_bu_on_ru_gone). */
     if (n->o.commit_per_bulk) {
         evb_bu_before_flush(n);
         evb_ctl_flush(n);
         evb_bu_acks_left(n);
     }
-    s->used = false;
-    bu->nused--;
 }
 
 /* Build s now if every live remote RU's lease holds and no bulk is in doubt (evb_bu_acks_left),
