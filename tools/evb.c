@@ -489,6 +489,7 @@ struct launch_result {
     bool ok;
     double secs;
     uint64_t built, lost, dup, complete, incomplete, corrupt;
+    uint64_t dup_at_kill; /* delivered by the killed BU before its ACK left, and again (RESENT) */
     uint64_t net_bytes, built_bytes;
     double gbps_net, gbps_built, evps;
     double cpu_ru, cpu_bu, cpu_proc; /* per node, fraction of one core (mean) */
@@ -612,17 +613,32 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         res->built += g_sh->again[i];
     }
     for (size_t w = 0; w < g_words; w++) {
-        uint64_t seen = 0, twice = 0;
+        uint64_t seen = 0, twice = 0, resent = 0;
+        uint64_t killed = 0, killed_again = 0, others = 0, others_twice = 0;
         for (uint32_t i = 0; i < nn; i++) {
             const uint64_t *mine = g_bits + 2 * (size_t)i * g_words;
             twice |= (seen & mine[w]) | mine[g_words + w];
             seen |= mine[w];
             res->built += (uint64_t)__builtin_popcountll(mine[w]);
+            if ((int)i == c->kill_node) {
+                killed = mine[w];
+                killed_again = mine[g_words + w];
+            } else {
+                others_twice |= (others & mine[w]) | mine[g_words + w];
+                others |= mine[w];
+            }
         }
         uint64_t n = o.events - 64 * w < 64 ? o.events - 64 * w : 64;
+        for (uint64_t b = 0; b < n; b++) {
+            resent |= (uint64_t)((g_flags[64 * w + b] & SDD_EVB_EV_RESENT) != 0) << b;
+        }
+        /* Delivered by the killed BU in its last instant, before its acknowledgement left, and
+         * built again from the re-sent bulk (flagged RESENT) by one survivor: at-least-once. */
+        uint64_t at_kill = killed & ~killed_again & others & ~others_twice & resent;
         uint64_t valid = n == 64 ? ~0ull : (1ull << n) - 1;
         res->lost += (uint64_t)__builtin_popcountll(~seen & valid);
-        res->dup += (uint64_t)__builtin_popcountll(twice);
+        res->dup += (uint64_t)__builtin_popcountll(twice & ~at_kill);
+        res->dup_at_kill += (uint64_t)__builtin_popcountll(twice & at_kill);
         for (uint64_t b = 0; b < n; b++) {
             uint8_t f = g_flags[64 * w + b];
             res->complete += ((seen >> b) & 1) && (f & ~SDD_EVB_EV_RESENT) == 0;
@@ -656,11 +672,11 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64
                ",\"net_Gbps\":%.3f,\"built_Gbps\":%.3f,\"events_per_s\":%.0f,\"cpu_ru\":%.3f,"
                "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f,"
-               "\"transfer\":\"%s\"}\n",
+               "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\"}\n",
                o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, o->credits,
                o->src.mean, r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete,
                r->corrupt, r->gbps_net, r->gbps_built, r->evps, r->cpu_ru, r->cpu_bu, r->cpu_proc,
-               r->detect_ms, r->failover_ms, sdd_evb_transfer_name(r->transfer));
+               r->detect_ms, r->failover_ms, r->dup_at_kill, sdd_evb_transfer_name(r->transfer));
     } else {
         printf("evb launch: %u nodes over %s, %" PRIu64 " events, bulk %u, credits %u, "
                "fragment %u B, bulks %s\n",
@@ -677,8 +693,10 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                "core\n",
                100 * r->cpu_ru, 100 * r->cpu_bu, 100 * r->cpu_proc);
         if (r->kill_ns) {
-            printf("  killed node %d: detected after %.1f ms, its bulks rebuilt after %.1f ms\n",
-                   c->kill_node, r->detect_ms, r->failover_ms);
+            printf("  killed node %d: detected after %.1f ms, its bulks rebuilt after %.1f ms; "
+                   "%" PRIu64 " events it delivered just before the kill were built again "
+                   "(flagged resent)\n",
+                   c->kill_node, r->detect_ms, r->failover_ms, r->dup_at_kill);
         }
     }
     fflush(stdout);

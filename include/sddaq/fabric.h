@@ -65,6 +65,7 @@ struct sdd_ep_info {
     bool rx_cq_data;   /* immediate data consumes a posted receive (FI_RX_CQ_DATA) */
     bool source_addr;  /* receive completions name their source peer */
     bool wait_fd;      /* the completion queue has a native wait fd (else timed polling) */
+    bool send_after_write; /* a send posted after a write reaches the target after its data */
 };
 
 /* Fill opts with the defaults above. */

@@ -189,6 +189,34 @@ static sdd_err post_ctl_rx(struct sdd_evb_node *n, uint32_t i)
     return sdd_ep_post_recv(n->ep, n->ctl_rx + (size_t)i * EVB_CTL_BATCH,
                             EVB_CTL_BATCH * sizeof(struct evb_ctl), n->ctl_mr, &n->ctl_rx_tag[i]);
 }
+/* How bulks are announced on this provider (docs/evb.md, "Transfer"):
+ * - shm (libfabric 1.17) hands back remote-write completions with a non-NULL op_context on
+ *   some paths, which the fabric layer cannot tell from its own operations: a message once
+ *   the write completed.
+ * - tcp under ofi_rxm (libfabric 1.17) crashes when it closes a connection that holds a
+ *   remote write with immediate data half received (rxm_handle_comp_error reads the NULL
+ *   context tcp reports for it); a peer that dies or leaves mid-write leaves exactly that.
+ *   Plain writes are internal to tcp and never reported, so a message goes right behind the
+ *   write: the provider's send-after-write order delivers it after the data.
+ * SDDAQ_EVB_ANNOUNCE=imm|with-write|after-done overrides, for measurements. */
+static enum evb_announce choose_announce(const struct sdd_ep_info *info)
+{
+    const char *want = getenv("SDDAQ_EVB_ANNOUNCE");
+    if (want != NULL && strcmp(want, "imm") == 0) {
+        return EVB_ANNOUNCE_IMM;
+    }
+    if (want != NULL && strcmp(want, "with-write") == 0 && info->send_after_write) {
+        return EVB_ANNOUNCE_WITH_WRITE;
+    }
+    if ((want != NULL && strcmp(want, "after-done") == 0) ||
+        strncmp(info->provider, "shm", 3) == 0) {
+        return EVB_ANNOUNCE_AFTER_DONE;
+    }
+    if (strstr(info->provider, "ofi_rxm") != NULL && strncmp(info->provider, "tcp", 3) == 0) {
+        return info->send_after_write ? EVB_ANNOUNCE_WITH_WRITE : EVB_ANNOUNCE_AFTER_DONE;
+    }
+    return EVB_ANNOUNCE_IMM;
+}
 
 sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
 {
@@ -227,10 +255,7 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         goto out_free;
     }
     n->info = sdd_ep_info(n->ep);
-    /* libfabric 1.17 shm hands back remote-write completions with a non-NULL op_context on
-     * some paths, which the fabric layer cannot tell from its own operations; announce bulks
-     * there by a message sent after the write completed. */
-    n->use_imm = strncmp(n->info->provider, "shm", 3) != 0 && getenv("SDDAQ_EVB_NO_IMM") == NULL;
+    n->announce = choose_announce(n->info);
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
     n->cfg_hash = hash_add(n->cfg_hash, n->pull);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);

@@ -193,6 +193,8 @@ static void fill_info(sdd_ep *ep, bool source)
     info->mr_endpoint = (mode & FI_MR_ENDPOINT) != 0;
     info->rx_cq_data = (fi->mode & FI_RX_CQ_DATA) != 0;
     info->source_addr = source;
+    info->send_after_write = (fi->tx_attr->msg_order & FI_ORDER_SAW) != 0 &&
+                             (fi->rx_attr->msg_order & FI_ORDER_SAW) != 0;
 }
 
 static sdd_err open_cq(sdd_ep *ep)

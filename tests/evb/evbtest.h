@@ -43,6 +43,7 @@ static struct et_shared *et_sh;
  * it stops itself (SIGSTOP), a stall that begins exactly inside the fencing window. */
 static uint64_t et_stall_at;
 static uint32_t et_stall_ms; /* 0: continue it once an RU gave it up; else after this long */
+static bool et_stall_kill;   /* SIGKILL it instead, still stopped inside the delivery */
 
 /* A consumer that makes events leave the node (a writer) keeps each only once its delivery is
  * committed, and drops it if the node fenced first (sdd_evb_node_committed): per node process,
@@ -251,10 +252,16 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
         if (et_stall_ms > 0) {
             sdd_sleep_ns((uint64_t)et_stall_ms * SDD_NS_PER_MS);
         }
-        while (et_stall_ms == 0 && !et_any_resent(o.events) && sdd_now_ns() < deadline) {
+        if (et_stall_kill && atomic_load(&et_sh->stalled_pid) != 0) {
+            kill(atomic_load(&et_sh->stalled_pid), SIGKILL); /* stays set: nobody stops again */
+            printf("killed the node stopped mid-delivery after %llu built events\n",
+                   (unsigned long long)atomic_load(&et_sh->built_total));
+        }
+        while (et_stall_ms == 0 && !et_stall_kill && !et_any_resent(o.events) &&
+               sdd_now_ns() < deadline) {
             sdd_sleep_ns(10 * SDD_NS_PER_MS);
         }
-        if (atomic_load(&et_sh->stalled_pid) != 0) {
+        if (atomic_load(&et_sh->stalled_pid) != 0 && !et_stall_kill) {
             kill(atomic_load(&et_sh->stalled_pid), SIGCONT);
             printf("continued the node stalled mid-delivery after %llu built events\n",
                    (unsigned long long)atomic_load(&et_sh->built_total));

@@ -141,6 +141,17 @@ static void test_stop_continue_combined(void)
            (unsigned long long)et_sh->stats[1].bulks_fenced);
 }
 
+/* Events delivered more than once whose copies were none of them flagged RESENT. */
+static uint64_t dup_unflagged(uint64_t events)
+{
+    uint64_t n = 0;
+    for (uint64_t e = 0; e < events; e++) {
+        n += atomic_load(&et_sh->count[e]) > 1 &&
+             !(atomic_load(&et_sh->flags[e]) & SDD_EVB_EV_RESENT);
+    }
+    return n;
+}
+
 /* The fencing window: a BU stalls (SIGSTOP) in the middle of handing a bulk's events on,
  * after its lease check, and is given up. Continued, it finishes that bulk (nothing can call
  * events back) and fences; the survivors built the same bulk from the re-sends. Every event
@@ -179,14 +190,7 @@ static void test_stall_mid_delivery(void)
     CHECK_EQ(t.complete, o.events);
     CHECK(t.dup > 0);
     CHECK(t.dup <= doubt * o.bulk);
-    uint64_t dup_unflagged = 0;
-    for (uint64_t e = 0; e < o.events; e++) {
-        if (atomic_load(&et_sh->count[e]) > 1 &&
-            !(atomic_load(&et_sh->flags[e]) & SDD_EVB_EV_RESENT)) {
-            dup_unflagged++;
-        }
-    }
-    CHECK_EQ(dup_unflagged, 0);
+    CHECK_EQ(dup_unflagged(o.events), 0);
     /* A consumer that keeps events only once committed keeps each exactly once: the stalled
      * BU's bulk in doubt never committed (it fenced), the survivor's copy did. */
     CHECK_EQ(t.kept_lost, 0);
@@ -230,6 +234,47 @@ static void test_short_stall_mid_delivery(void)
     CHECK_EQ(t.kept_dup, 0);
     printf("  %llu bulk(s) in doubt, confirmed by the RUs: every event kept once\n",
            (unsigned long long)doubt);
+}
+
+/* A BU killed (SIGKILL) in the middle of handing a bulk's events on, before its
+ * acknowledgements left: the RUs re-send the bulk and a survivor builds it. The events the
+ * killed BU delivered first are built twice, and only those: at-least-once at the instant of
+ * a kill, every second copy flagged RESENT so that a consumer can tell (docs/evb.md). None
+ * lost; a consumer honouring the commit mark keeps none of them twice. */
+static void test_kill_mid_delivery(void)
+{
+    struct sdd_evb_opts o;
+    base_opts(&o, 60000);
+    o.roles[0] = o.roles[1] = SDD_EVB_ROLE_RU;
+    o.roles[2] = o.roles[3] = o.roles[4] = SDD_EVB_ROLE_BU;
+    int st[SDD_EVB_MAX_NODES];
+    et_stall_at = o.events / 4 + 5 + 1; /* the sixth event of its bulk */
+    et_stall_kill = true;
+    printf("2 RUs x 3 BUs, the BU building event %llu is killed while delivering it\n",
+           (unsigned long long)(et_stall_at - 1));
+    CHECK_REQUIRE(et_run_sig(o, -1, 0, 0, false, st) == 0);
+    et_stall_at = 0;
+    et_stall_kill = false;
+    int killed = -1;
+    for (int i = 2; i < 5; i++) {
+        if (st[i] == -SIGKILL) {
+            killed = i;
+        } else {
+            CHECK_EQ(st[i], 0);
+        }
+    }
+    CHECK(killed >= 2);
+    CHECK_EQ(st[0], 0);
+    CHECK_EQ(st[1], 0);
+    struct et_tally t = et_count(o.events);
+    CHECK_EQ(t.lost, 0);
+    CHECK(t.dup > 0 && t.dup < o.bulk); /* part of one bulk: the events before the kill */
+    CHECK_EQ(dup_unflagged(o.events), 0);
+    CHECK_EQ(t.kept_dup, 0);
+    printf("  %llu events built twice, all flagged RESENT; kept by a committing consumer: "
+           "%llu lost, %llu twice\n",
+           (unsigned long long)t.dup, (unsigned long long)t.kept_lost,
+           (unsigned long long)t.kept_dup);
 }
 
 static void test_kill_ru(void)
@@ -292,6 +337,7 @@ static void all_tests(void)
     test_stop_continue_combined();
     test_stall_mid_delivery();
     test_short_stall_mid_delivery();
+    test_kill_mid_delivery();
     test_kill_ru();
 }
 
