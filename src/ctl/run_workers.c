@@ -227,9 +227,18 @@ void *run_feedback_thread(void *arg)
     struct run_stage *s = wa->s;
     struct sdd_run *r = s->run;
     run_pin_worker(s, 0);
+    struct run_gate gate = {0};
     struct run_item *it;
-    while ((it = run_next_item(s)) != NULL) {
+    bool fenced;
+    /* Decisions leave the node too: the same gate as a writer's, so that the control system
+     * never gets a decision twice for an event a fenced builder held (docs/run.md). */
+    while ((it = run_gate_next(s, &gate, &fenced)) != NULL) {
         sdd_metric_add(s->m.events_in, 1);
+        if (fenced) {
+            sdd_metric_add(s->m.dropped, 1);
+            run_item_release(r, it);
+            continue;
+        }
         struct sdd_run_feedback *f = &s->fb;
         f->event_id = it->id;
         f->ntracks = atomic_load(&it->ntracks);
@@ -249,5 +258,12 @@ void *run_feedback_thread(void *arg)
         run_lat_record(&s->lat[0], f->decided_ns - it->built_ns, f->decided_ns);
         run_item_release(r, it);
     }
+    if (gate.dropped > 0) {
+        SDD_WARN(LOG,
+                 "%s: %llu decisions not published: their builder unit fenced before it could "
+                 "commit them (the surviving builders' decisions were)",
+                 s->cfg->name, (unsigned long long)gate.dropped);
+    }
+    run_gate_fini(&gate);
     return run_worker_done(wa);
 }

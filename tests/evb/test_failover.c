@@ -24,6 +24,30 @@ static void base_opts(struct sdd_evb_opts *o, uint64_t events)
     o->event_timeout_ms = 30000;
 }
 
+/* Events delivered more than once whose copies were none of them flagged RESENT. */
+static uint64_t dup_unflagged(uint64_t events)
+{
+    uint64_t n = 0;
+    for (uint64_t e = 0; e < events; e++) {
+        n += atomic_load(&et_sh->count[e]) > 1 &&
+             !(atomic_load(&et_sh->flags[e]) & SDD_EVB_EV_RESENT);
+    }
+    return n;
+}
+
+/* A BU that dies or stops at an arbitrary instant may do so in the middle of handing a bulk
+ * on, before its acknowledgement left: the events it delivered of that bulk are built again
+ * from the re-send, flagged RESENT (test_kill_mid_delivery makes that instant exact). Anything
+ * else built twice is a fault. */
+static bool dups_only_at_failure(const struct et_tally *t, const struct sdd_evb_opts *o)
+{
+    if (t->dup > 0) {
+        printf("  %llu events built twice at the failure (flagged RESENT)\n",
+               (unsigned long long)t->dup);
+    }
+    return t->dup < o->bulk && dup_unflagged(o->events) == 0;
+}
+
 static void test_kill_bu(void)
 {
     struct sdd_evb_opts o;
@@ -41,7 +65,7 @@ static void test_kill_bu(void)
     }
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
-    CHECK_EQ(t.dup, 0);
+    CHECK(dups_only_at_failure(&t, &o));
     CHECK_EQ(t.kept_lost, 0);
     CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.incomplete, 0);
@@ -85,7 +109,7 @@ static void stop_bu(bool cont)
     }
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
-    CHECK_EQ(t.dup, 0);
+    CHECK(dups_only_at_failure(&t, &o));
     CHECK_EQ(t.kept_lost, 0);
     CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.complete, o.events);
@@ -131,7 +155,7 @@ static void test_stop_continue_combined(void)
     CHECK_EQ(st[2], 0);
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
-    CHECK_EQ(t.dup, 0);
+    CHECK(dups_only_at_failure(&t, &o));
     CHECK_EQ(t.kept_lost, 0);
     CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.corrupt, 0);
@@ -139,17 +163,6 @@ static void test_stop_continue_combined(void)
     printf("  %llu of %llu events left without source 1; node 1 dropped %llu bulks\n",
            (unsigned long long)t.incomplete, (unsigned long long)o.events,
            (unsigned long long)et_sh->stats[1].bulks_fenced);
-}
-
-/* Events delivered more than once whose copies were none of them flagged RESENT. */
-static uint64_t dup_unflagged(uint64_t events)
-{
-    uint64_t n = 0;
-    for (uint64_t e = 0; e < events; e++) {
-        n += atomic_load(&et_sh->count[e]) > 1 &&
-             !(atomic_load(&et_sh->flags[e]) & SDD_EVB_EV_RESENT);
-    }
-    return n;
 }
 
 /* The fencing window: a BU stalls (SIGSTOP) in the middle of handing a bulk's events on,

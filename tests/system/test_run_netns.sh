@@ -429,8 +429,12 @@ done
 # past its lease check; it is continued 4 s later, past the dead time. The RUs re-sent the
 # bulk to a survivor; the stalled builder delivered it too but never committed it, so its
 # writer drops those events (said) when it fences, and no event is written twice (before
-# the writers waited for the commit: 6 events written twice, seen once in CI).
+# the writers waited for the commit: 6 events written twice, seen once in CI). Each host also
+# publishes its decisions on a feedback stage, which drops the uncommitted ones too (said).
 paced dstall 20
+sed -i -E 's/^(  - \{name: w([0-9]), type: writer, node: (h[0-9]), format: raw\})$/\1\n  - {name: fb\2, type: feedback, node: \3}/;
+    s/^(  - \{from: keep([0-9]), to: w[0-9]\})$/\1\n  - {from: keep\2, to: fb\2}/' "$work/dstall.yaml"
+grep -q "to: fb2" "$work/dstall.yaml" || fail "stall in a delivery: no feedback stages in the topology"
 (
     for _ in $(seq 300); do
         pids=$(pgrep -d, -f "dstall.yaml --name")
@@ -457,5 +461,7 @@ grep -q "delivered across a stall" "$work"/dstall.h?.err ||
     fail "stall in a delivery: no bulk counted in doubt: $(cat "$work"/dstall.h?.err)"
 grep -q "events not written: their builder unit fenced" "$work"/dstall.h?.err ||
     fail "stall in a delivery: no writer dropped the uncommitted events: $(cat "$work"/dstall.h?.err)"
+grep -q "decisions not published: their builder unit fenced" "$work"/dstall.h?.err ||
+    fail "stall in a delivery: no feedback stage dropped the uncommitted decisions: $(cat "$work"/dstall.h?.err)"
 written_once dstall "stall in a delivery"
 echo "three hosts: all checks passed"
