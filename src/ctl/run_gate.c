@@ -8,6 +8,7 @@
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
+#include "sddaq/log.h"
 
 enum verdict { GO, WAIT, DROP };
 
@@ -100,4 +101,15 @@ void run_gate_fini(struct run_gate *g)
     free(g->q);
     g->q = NULL;
     g->cap = g->n = g->head = 0;
+}
+
+void run_gate_end(struct run_gate *g, const struct run_stage *s, const char *what)
+{
+    if (g->dropped > 0) {
+        SDD_WARN("run",
+                 "%s: %llu %s: their builder unit fenced before it could commit them (a "
+                 "surviving builder's copies went on)",
+                 s->cfg->name, (unsigned long long)g->dropped, what);
+    }
+    run_gate_fini(g);
 }

@@ -319,6 +319,8 @@ struct run_gate {
  * dropped (*drop true); NULL at the end of the input. */
 struct run_item *run_gate_next(struct run_stage *s, struct run_gate *g, bool *drop);
 void run_gate_fini(struct run_gate *g);
+/* run_gate_fini, after a warning that names the stage and `what` its drops were. */
+void run_gate_end(struct run_gate *g, const struct run_stage *s, const char *what);
 void run_lat_init(struct run_lat *l);
 void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now);
 void run_lat_flush(struct run_lat *l);

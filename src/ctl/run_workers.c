@@ -210,13 +210,7 @@ void *run_writer_thread(void *arg)
         run_lat_record(&s->lat[0], done - it->built_ns, done);
         run_item_release(r, it);
     }
-    if (gate.dropped > 0) {
-        SDD_WARN(LOG,
-                 "%s: %llu events not written: their builder unit fenced before it could "
-                 "commit them (the surviving builders wrote them)",
-                 s->cfg->name, (unsigned long long)gate.dropped);
-    }
-    run_gate_fini(&gate);
+    run_gate_end(&gate, s, "events not written");
     atomic_fetch_add(&s->busy_ns, busy);
     return run_worker_done(wa);
 }
@@ -258,12 +252,6 @@ void *run_feedback_thread(void *arg)
         run_lat_record(&s->lat[0], f->decided_ns - it->built_ns, f->decided_ns);
         run_item_release(r, it);
     }
-    if (gate.dropped > 0) {
-        SDD_WARN(LOG,
-                 "%s: %llu decisions not published: their builder unit fenced before it could "
-                 "commit them (the surviving builders' decisions were)",
-                 s->cfg->name, (unsigned long long)gate.dropped);
-    }
-    run_gate_fini(&gate);
+    run_gate_end(&gate, s, "decisions not published");
     return run_worker_done(wa);
 }
