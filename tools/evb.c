@@ -355,11 +355,12 @@ static void print_node_stats(const struct evb_cli *c, uint32_t node, const struc
            ",\"bulks_resent\":%" PRIu64 ",\"bulks_dup\":%" PRIu64 ",\"bu_failures\":%" PRIu64
            ",\"ru_failures\":%" PRIu64 ",\"fenced\":%u,\"bulks_fenced\":%" PRIu64
            ",\"lease_waits\":%" PRIu64 ",\"bulks_in_doubt\":%" PRIu64
-           ",\"tx_Gbps\":%.3f,\"rx_Gbps\":%.3f}\n",
+           ",\"announce\":\"%s\",\"tx_Gbps\":%.3f,\"rx_Gbps\":%.3f}\n",
            node, secs, s->events_built, s->events_complete, s->events_incomplete, s->events_corrupt,
            s->frags_corrupt, s->bulks_sent, s->bulks_local, s->bulks_resent, s->bulks_dup,
            s->bu_failures, s->ru_failures, s->fenced, s->bulks_fenced, s->lease_waits,
-           s->bulks_in_doubt, secs > 0 ? (double)s->bytes_sent * 8e-9 / secs : 0,
+           s->bulks_in_doubt, sdd_evb_announce_name(s->announce),
+           secs > 0 ? (double)s->bytes_sent * 8e-9 / secs : 0,
            secs > 0 ? (double)s->bytes_rx * 8e-9 / secs : 0);
     (void)c;
     fflush(stdout);
@@ -497,6 +498,7 @@ struct launch_result {
     double failover_ms; /* kill to all re-sent bulks built (max over RUs) */
     double detect_ms;
     uint32_t transfer; /* node 0's: SDD_EVB_TRANSFER_WRITE or _READ (every node agrees) */
+    uint32_t announce; /* node 0's: sdd_evb_announce */
 };
 
 static void *shared_map(size_t len)
@@ -650,6 +652,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         res->built_bytes += g_sh->st[i].bytes_built;
     }
     res->transfer = g_sh->st[0].transfer;
+    res->announce = g_sh->st[0].announce;
     if (res->secs > 0) {
         res->gbps_net = (double)res->net_bytes * 8e-9 / res->secs;
         res->gbps_built = (double)res->built_bytes * 8e-9 / res->secs;
@@ -672,17 +675,22 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64
                ",\"net_Gbps\":%.3f,\"built_Gbps\":%.3f,\"events_per_s\":%.0f,\"cpu_ru\":%.3f,"
                "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f,"
-               "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\"}\n",
+               "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\",\"announce\":\"%s\"}\n",
                o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, o->credits,
                o->src.mean, r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete,
                r->corrupt, r->gbps_net, r->gbps_built, r->evps, r->cpu_ru, r->cpu_bu, r->cpu_proc,
-               r->detect_ms, r->failover_ms, r->dup_at_kill, sdd_evb_transfer_name(r->transfer));
+               r->detect_ms, r->failover_ms, r->dup_at_kill, sdd_evb_transfer_name(r->transfer),
+               sdd_evb_announce_name(r->announce));
     } else {
         printf("evb launch: %u nodes over %s, %" PRIu64 " events, bulk %u, credits %u, "
-               "fragment %u B, bulks %s\n",
+               "fragment %u B, bulks %s%s\n",
                o->nnodes, o->provider ? o->provider : "auto", o->events, o->bulk, o->credits,
                o->src.mean,
-               r->transfer == SDD_EVB_TRANSFER_READ ? "read by the BUs" : "written by the RUs");
+               r->transfer == SDD_EVB_TRANSFER_READ ? "read by the BUs" : "written by the RUs",
+               r->transfer == SDD_EVB_TRANSFER_READ         ? ""
+               : r->announce == SDD_EVB_ANNOUNCE_IMM        ? " with immediate data"
+               : r->announce == SDD_EVB_ANNOUNCE_WITH_WRITE ? ", a message right behind each"
+                                                            : ", a message once each completed");
         printf("  %.3f s: %" PRIu64 " built, %" PRIu64 " lost, %" PRIu64 " built twice, %" PRIu64
                " complete, %" PRIu64 " incomplete, %" PRIu64 " corrupt\n",
                r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete, r->corrupt);

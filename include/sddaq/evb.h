@@ -234,6 +234,16 @@ struct sdd_evb_opts {
 
 /* Fill opts with the defaults above (2 nodes, both roles, 100000 events, 1 KiB fixed). */
 SDD_API void sdd_evb_opts_default(struct sdd_evb_opts *opts);
+/* How an RU tells a BU that a bulk it wrote is in place (with SDD_EVB_TRANSFER_WRITE), chosen
+ * per provider: docs/evb.md "Announcing a written bulk". */
+typedef enum {
+    SDD_EVB_ANNOUNCE_IMM,        /* the write carries immediate data */
+    SDD_EVB_ANNOUNCE_WITH_WRITE, /* a BULK message posted right behind the write (ordered) */
+    SDD_EVB_ANNOUNCE_AFTER_DONE, /* a BULK message once the write completed */
+} sdd_evb_announce;
+/* "imm", "with-write", "after-done". */
+SDD_API const char *sdd_evb_announce_name(uint32_t a);
+
 /* "auto", "write", "read" <-> sdd_evb_transfer; parse returns -1 for anything else. */
 SDD_API int sdd_evb_transfer_parse(const char *s);
 SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
@@ -261,6 +271,7 @@ struct sdd_evb_stats {
     uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */
     uint64_t cpu_ns;                 /* process CPU time (user + system) */
     uint32_t transfer;               /* what auto resolved to: SDD_EVB_TRANSFER_WRITE or _READ */
+    uint32_t announce;               /* sdd_evb_announce: how written bulks were announced */
     uint32_t fenced;                 /* 1: this node fenced itself (its run ended SDD_EFENCED) */
 };
 

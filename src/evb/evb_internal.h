@@ -83,13 +83,6 @@ struct evb_ru;
 struct evb_bu;
 struct evb_pull;
 
-/* How an RU tells a BU that a bulk it wrote is in place. */
-enum evb_announce {
-    EVB_ANNOUNCE_IMM,        /* the write carries immediate data: no message */
-    EVB_ANNOUNCE_WITH_WRITE, /* a BULK message posted right behind the write (send after write) */
-    EVB_ANNOUNCE_AFTER_DONE, /* a BULK message once the write has completed */
-};
-
 struct sdd_evb_node {
     struct sdd_evb_opts o;
     sdd_ep *ep;
@@ -107,7 +100,7 @@ struct sdd_evb_node {
     uint32_t max_payload; /* payload room of one fragment in a slot */
     uint64_t cfg_hash;
     bool connected;
-    enum evb_announce announce; /* how a BU learns that a written bulk is in its slot */
+    sdd_evb_announce announce; /* how a BU learns that a written bulk is in its slot */
     bool huge_pages; /* RU pool and BU slots on huge pages (sdd_bigbuf_huge_for) */
     bool pull;       /* BUs read announced bulks from the RUs' pools (else RUs write them) */
     /* control messages */

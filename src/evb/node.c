@@ -36,6 +36,12 @@ void sdd_evb_opts_default(struct sdd_evb_opts *o)
 }
 
 static const char *const transfer_names[] = {"auto", "write", "read"}; /* enum order */
+static const char *const announce_names[] = {"imm", "with-write", "after-done"}; /* enum order */
+
+const char *sdd_evb_announce_name(uint32_t a)
+{
+    return a < sizeof(announce_names) / sizeof(announce_names[0]) ? announce_names[a] : "?";
+}
 
 int sdd_evb_transfer_parse(const char *s)
 {
@@ -199,23 +205,23 @@ static sdd_err post_ctl_rx(struct sdd_evb_node *n, uint32_t i)
  *   Plain writes are internal to tcp and never reported, so a message goes right behind the
  *   write: the provider's send-after-write order delivers it after the data.
  * SDDAQ_EVB_ANNOUNCE=imm|with-write|after-done overrides, for measurements. */
-static enum evb_announce choose_announce(const struct sdd_ep_info *info)
+static sdd_evb_announce choose_announce(const struct sdd_ep_info *info)
 {
     const char *want = getenv("SDDAQ_EVB_ANNOUNCE");
     if (want != NULL && strcmp(want, "imm") == 0) {
-        return EVB_ANNOUNCE_IMM;
+        return SDD_EVB_ANNOUNCE_IMM;
     }
     if (want != NULL && strcmp(want, "with-write") == 0 && info->send_after_write) {
-        return EVB_ANNOUNCE_WITH_WRITE;
+        return SDD_EVB_ANNOUNCE_WITH_WRITE;
     }
     if ((want != NULL && strcmp(want, "after-done") == 0) ||
         strncmp(info->provider, "shm", 3) == 0) {
-        return EVB_ANNOUNCE_AFTER_DONE;
+        return SDD_EVB_ANNOUNCE_AFTER_DONE;
     }
     if (strstr(info->provider, "ofi_rxm") != NULL && strncmp(info->provider, "tcp", 3) == 0) {
-        return info->send_after_write ? EVB_ANNOUNCE_WITH_WRITE : EVB_ANNOUNCE_AFTER_DONE;
+        return info->send_after_write ? SDD_EVB_ANNOUNCE_WITH_WRITE : SDD_EVB_ANNOUNCE_AFTER_DONE;
     }
-    return EVB_ANNOUNCE_IMM;
+    return SDD_EVB_ANNOUNCE_IMM;
 }
 
 sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
@@ -780,6 +786,7 @@ void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)
 {
     *out = n->st;
     out->transfer = n->pull ? SDD_EVB_TRANSFER_READ : SDD_EVB_TRANSFER_WRITE;
+    out->announce = n->announce;
     if (out->end_ns == 0 && out->start_ns != 0) {
         out->end_ns = sdd_now_ns();
         out->cpu_ns = cpu_ns() - n->st.cpu_ns;

@@ -263,7 +263,7 @@ static int send_bulk(struct sdd_evb_node *n, struct ru_bulk *b, bool resend)
     }
     uint64_t off = ((uint64_t)ru->r * 2 * C + slot) * n->slot_size;
     uint64_t imm = ((uint64_t)ru->r << 16) | slot;
-    sdd_err err = n->announce == EVB_ANNOUNCE_IMM
+    sdd_err err = n->announce == SDD_EVB_ANNOUNCE_IMM
                       ? sdd_ep_post_write_imm(n->ep, n->peers[node].peer, b->buf, b->bytes, ru->mr,
                                               &n->peers[node].slots, off, imm, &b->tag)
                       : sdd_ep_post_write(n->ep, n->peers[node].peer, b->buf, b->bytes, ru->mr,
@@ -276,7 +276,7 @@ static int send_bulk(struct sdd_evb_node *n, struct ru_bulk *b, bool resend)
         return 0;
     }
     b->writes++;
-    if (n->announce == EVB_ANNOUNCE_WITH_WRITE) {
+    if (n->announce == SDD_EVB_ANNOUNCE_WITH_WRITE) {
         evb_ctl_send(n, node, CTL_BULK, b->id, slot, b->bytes);
     }
     return sent(n, b, t, slot);
@@ -411,7 +411,7 @@ void evb_ru_on_write_done(struct sdd_evb_node *n, uint32_t idx, sdd_err status)
     }
     struct ru_bulk *b = &ru->pool[idx];
     b->writes--;
-    if (status == SDD_OK && n->announce == EVB_ANNOUNCE_AFTER_DONE && b->state == B_SENT &&
+    if (status == SDD_OK && n->announce == SDD_EVB_ANNOUNCE_AFTER_DONE && b->state == B_SENT &&
         !b->acked && !ru->bu_dead[b->bu]) {
         evb_ctl_send(n, n->bu_node[b->bu], CTL_BULK, b->id, b->slot, b->bytes);
     }

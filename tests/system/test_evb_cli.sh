@@ -92,6 +92,22 @@ assert abs(r["ratio_pct"] - 100 * r["evb_net_Gbps"] / r["mesh_Gbps"]) < 0.1, r
 assert abs(r["ratio_oneway_pct"] - 100 * r["evb_net_Gbps"] / r["oneway_Gbps"]) < 0.1, r
 PY
 
+# 6b. How written bulks are announced (docs/evb.md): over tcp a message right behind the write,
+#     never immediate data (libfabric 1.17's ofi_rxm crashes on a half-received one when a peer
+#     dies mid-write); over shm a message once the write completed; the override for
+#     measurements is honoured.
+"$sddaq" evb launch -n 2 -p tcp -e 20000 --transfer write --json >"$work/a.json" 2>/dev/null
+check "announce tcp: exit status" test $? -eq 0
+check "announce tcp: a message behind the write" test "$(field "$work/a.json" announce)" = with-write
+SDDAQ_EVB_ANNOUNCE=imm "$sddaq" evb launch -n 2 -p tcp -e 20000 --transfer write --json \
+    >"$work/a.json" 2>/dev/null
+check "announce imm override: exit status" test $? -eq 0
+check "announce imm override: reported" test "$(field "$work/a.json" announce)" = imm
+check "announce imm override: all complete" test "$(field "$work/a.json" complete)" = 20000
+"$sddaq" evb launch -n 2 -p shm -e 20000 --transfer write --json >"$work/a.json" 2>/dev/null
+check "announce shm: exit status" test $? -eq 0
+check "announce shm: a message after completion" test "$(field "$work/a.json" announce)" = after-done
+
 # 7. Transfer modes: a read-mode launch reports and does reads; nodes that disagree refuse to
 #    run together (the options hash of their hellos differs) instead of mixing protocols.
 "$sddaq" evb launch -n 2 -p tcp -e 20000 --transfer read --json >"$work/t.json" 2>/dev/null
