@@ -632,7 +632,11 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         }
         uint64_t n = o.events - 64 * w < 64 ? o.events - 64 * w : 64;
         for (uint64_t b = 0; b < n; b++) {
-            resent |= (uint64_t)((g_flags[64 * w + b] & SDD_EVB_EV_RESENT) != 0) << b;
+            uint8_t f = g_flags[64 * w + b];
+            res->complete += ((seen >> b) & 1) && (f & ~SDD_EVB_EV_RESENT) == 0;
+            res->incomplete += (f & SDD_EVB_EV_MISSING) != 0;
+            res->corrupt += (f & SDD_EVB_EV_CORRUPT) != 0;
+            resent |= (uint64_t)((f & SDD_EVB_EV_RESENT) != 0) << b;
         }
         /* Delivered by the killed BU in its last instant, before its acknowledgement left, and
          * built again from the re-sent bulk (flagged RESENT) by one survivor: at-least-once. */
@@ -641,12 +645,6 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         res->lost += (uint64_t)__builtin_popcountll(~seen & valid);
         res->dup += (uint64_t)__builtin_popcountll(twice & ~at_kill);
         res->dup_at_kill += (uint64_t)__builtin_popcountll(twice & at_kill);
-        for (uint64_t b = 0; b < n; b++) {
-            uint8_t f = g_flags[64 * w + b];
-            res->complete += ((seen >> b) & 1) && (f & ~SDD_EVB_EV_RESENT) == 0;
-            res->incomplete += (f & SDD_EVB_EV_MISSING) != 0;
-            res->corrupt += (f & SDD_EVB_EV_CORRUPT) != 0;
-        }
     }
     for (uint32_t i = 0; i < nn; i++) {
         res->built_bytes += g_sh->st[i].bytes_built;

@@ -66,6 +66,8 @@ struct sdd_ep_info {
     bool source_addr;  /* receive completions name their source peer */
     bool wait_fd;      /* the completion queue has a native wait fd (else timed polling) */
     bool send_after_write; /* a send posted after a write reaches the target after its data */
+    bool write_imm_ok;     /* writes with immediate data are safe to announce data with: false where
+                              libfabric 1.17 mishandles them (docs/fabric.md) */
 };
 
 /* Fill opts with the defaults above. */

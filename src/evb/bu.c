@@ -198,7 +198,6 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     /* Last, with s retired: a failed post declares its peer dead, which delivers the sets
      * that were waiting for that RU from in here (evb_bu_on_ru_gone). */
     if (n->o.commit_per_bulk) {
-        evb_bu_before_flush(n);
         evb_ctl_flush(n);
         evb_bu_acks_left(n);
     }
@@ -386,7 +385,7 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
     }
 }
 
-/* Called just before a flush of control messages. A bulk's events are committed once its
+/* Called by ctl.c just before it posts control messages. A bulk's events are committed once its
  * acknowledgements leave while every lease still holds (deliver checked them before the
  * hand-off; this checks them again before the acknowledgements go). If one has lapsed, this
  * process stalled (or its RUs fell silent) while it delivered, and an RU may have given the

@@ -195,33 +195,25 @@ static sdd_err post_ctl_rx(struct sdd_evb_node *n, uint32_t i)
     return sdd_ep_post_recv(n->ep, n->ctl_rx + (size_t)i * EVB_CTL_BATCH,
                             EVB_CTL_BATCH * sizeof(struct evb_ctl), n->ctl_mr, &n->ctl_rx_tag[i]);
 }
-/* How bulks are announced on this provider (docs/evb.md, "Transfer"):
- * - shm (libfabric 1.17) hands back remote-write completions with a non-NULL op_context on
- *   some paths, which the fabric layer cannot tell from its own operations: a message once
- *   the write completed.
- * - tcp under ofi_rxm (libfabric 1.17) crashes when it closes a connection that holds a
- *   remote write with immediate data half received (rxm_handle_comp_error reads the NULL
- *   context tcp reports for it); a peer that dies or leaves mid-write leaves exactly that.
- *   Plain writes are internal to tcp and never reported, so a message goes right behind the
- *   write: the provider's send-after-write order delivers it after the data.
- * SDDAQ_EVB_ANNOUNCE=imm|with-write|after-done overrides, for measurements. */
+/* How bulks are announced (docs/evb.md, "Announcing a written bulk"): by immediate data where
+ * the provider handles it well, else by a message, right behind the write where the provider
+ * orders it after the data, else once the write completed. SDDAQ_EVB_ANNOUNCE=imm|with-write|
+ * after-done overrides, for measurements (with-write only where the order holds). */
 static sdd_evb_announce choose_announce(const struct sdd_ep_info *info)
 {
+    sdd_evb_announce msg =
+        info->send_after_write ? SDD_EVB_ANNOUNCE_WITH_WRITE : SDD_EVB_ANNOUNCE_AFTER_DONE;
     const char *want = getenv("SDDAQ_EVB_ANNOUNCE");
     if (want != NULL && strcmp(want, "imm") == 0) {
         return SDD_EVB_ANNOUNCE_IMM;
     }
-    if (want != NULL && strcmp(want, "with-write") == 0 && info->send_after_write) {
-        return SDD_EVB_ANNOUNCE_WITH_WRITE;
-    }
-    if ((want != NULL && strcmp(want, "after-done") == 0) ||
-        strncmp(info->provider, "shm", 3) == 0) {
+    if (want != NULL && strcmp(want, "after-done") == 0) {
         return SDD_EVB_ANNOUNCE_AFTER_DONE;
     }
-    if (strstr(info->provider, "ofi_rxm") != NULL && strncmp(info->provider, "tcp", 3) == 0) {
-        return info->send_after_write ? SDD_EVB_ANNOUNCE_WITH_WRITE : SDD_EVB_ANNOUNCE_AFTER_DONE;
+    if (want != NULL && strcmp(want, "with-write") == 0) {
+        return msg;
     }
-    return SDD_EVB_ANNOUNCE_IMM;
+    return info->write_imm_ok ? SDD_EVB_ANNOUNCE_IMM : msg;
 }
 
 sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
@@ -675,7 +667,6 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         handle_cqe(n, &cq[i], now);
     }
     work += got;
-    evb_bu_before_flush(n);
     work += evb_ctl_flush(n);
     evb_bu_acks_left(n);
     work += evb_pull_step(n);
@@ -715,7 +706,6 @@ int sdd_evb_node_poll(sdd_evb_node *n, int wait_ms)
         work += w;
         n->st.bu_busy_ns += w ? sdd_now_ns() - t0 : 0;
     }
-    evb_bu_before_flush(n);
     work += evb_ctl_flush(n); /* this turn's records, one message per peer */
     evb_bu_acks_left(n);
     bool fin = (!n->ru || evb_ru_finished(n)) && (!n->bu || evb_bu_finished(n)) &&

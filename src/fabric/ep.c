@@ -195,6 +195,13 @@ static void fill_info(sdd_ep *ep, bool source)
     info->source_addr = source;
     info->send_after_write = (fi->tx_attr->msg_order & FI_ORDER_SAW) != 0 &&
                              (fi->rx_attr->msg_order & FI_ORDER_SAW) != 0;
+    /* libfabric 1.17: shm hands back remote-write completions with a non-NULL op_context on
+     * some paths, which this layer cannot tell from its own operations; tcp under ofi_rxm
+     * crashes closing a connection that holds a write with immediate data half received (the
+     * NULL context tcp reports for it reaches rxm_handle_comp_error), which a peer that dies
+     * or leaves mid-write leaves behind. Plain writes are internal to tcp, never reported. */
+    info->write_imm_ok = !core_name_is(ep->prov_name, "shm") &&
+                         !(core_name_is(ep->prov_name, "tcp") && strstr(ep->prov_name, "ofi_rxm"));
 }
 
 static sdd_err open_cq(sdd_ep *ep)
