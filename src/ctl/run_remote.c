@@ -208,16 +208,16 @@ static sdd_err probe(const struct sdd_run *r, size_t i)
     return sdd_http_probe(nd->host, (uint16_t)nd->control_port, PROBE_MS);
 }
 
-/* Probe every other node but `skip` (-1: none) at once, within one PROBE_MS: a partition can
- * silence many nodes, and this runs on the monitor thread. which[k] is the node errs[k] is
- * about; returns how many. */
-static size_t probe_others(const struct sdd_run *r, long skip, size_t *which, sdd_err *errs)
+/* Probe every other node at once, within one PROBE_MS: a partition can silence many nodes,
+ * and this runs on the monitor thread. which[k] is the node errs[k] is about; returns how
+ * many. */
+static size_t probe_others(const struct sdd_run *r, size_t *which, sdd_err *errs)
 {
     const char *hosts[SDD_CFG_MAX_NODES];
     uint16_t ports[SDD_CFG_MAX_NODES];
     size_t n = 0;
     for (size_t i = 0; i < r->cfg->n_nodes; i++) {
-        if ((long)i != skip && other(r, i)) {
+        if (other(r, i)) {
             hosts[n] = r->cfg->nodes[i].host;
             ports[n] = (uint16_t)r->cfg->nodes[i].control_port;
             which[n++] = i;
@@ -252,12 +252,19 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * as usual; if it lasts, the event builder's and links' own timeouts end this node's part.
      * Two nodes cannot tell a partition from a death: there the survivor takes over
      * (docs/run.md). */
+    /* The coordinator is probed again in the same round as the others: a view taken in one
+     * instant. Probing the others after it could see a partition heal in between and count a
+     * majority against a coordinator that answers again. */
     const char *lost_name = r->cfg->nodes[c].name;
-    size_t reached = 1, gone = cerr == SDD_ECONNREFUSED, first = SIZE_MAX;
+    size_t reached = 1, gone = 0, first = SIZE_MAX;
     size_t which[SDD_CFG_MAX_NODES];
     sdd_err errs[SDD_CFG_MAX_NODES];
-    size_t n = probe_others(r, c, which, errs);
+    size_t n = probe_others(r, which, errs);
     for (size_t k = 0; k < n; k++) {
+        if ((long)which[k] == c && errs[k] == SDD_OK) {
+            r->coordinator_misses = 0; /* it answers again */
+            return false;
+        }
         reached += errs[k] == SDD_OK;
         gone += errs[k] == SDD_ECONNREFUSED;
         first = errs[k] == SDD_OK && which[k] < first ? which[k] : first;
@@ -311,7 +318,7 @@ bool run_remote_nobody_left(struct sdd_run *r)
     long c = sdd_config_find_node(r->cfg, r->cfg->run.coordinator);
     size_t which[SDD_CFG_MAX_NODES];
     sdd_err errs[SDD_CFG_MAX_NODES];
-    size_t n = probe_others(r, -1, which, errs);
+    size_t n = probe_others(r, which, errs);
     bool coordinator_gone = false, nobody = true;
     for (size_t k = 0; k < n; k++) {
         coordinator_gone |= (long)which[k] == c && errs[k] == SDD_ECONNREFUSED;

@@ -32,10 +32,12 @@ struct et_shared {
     _Atomic uint64_t *present;
     _Atomic uint64_t *corrupt;
     _Atomic uint32_t *kept;  /* per event: times a consumer honouring the commit mark kept it */
+    _Atomic uint64_t *builders; /* per event: bit i set when node i built it */
     _Atomic int stalled_pid; /* the node that stopped itself mid-delivery (et_stall_at) */
 };
 
 static struct et_shared *et_sh;
+static uint32_t et_node; /* in a node process: its index */
 
 #define ET_FENCED 7 /* a node's exit status when its run ended SDD_EFENCED */
 
@@ -91,6 +93,7 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
     atomic_fetch_or(&et_sh->flags[id], ev->flags);
     atomic_fetch_or(&et_sh->present[id], ev->present[0]);
     atomic_fetch_or(&et_sh->corrupt[id], bad);
+    atomic_fetch_or(&et_sh->builders[id], 1ull << et_node);
     atomic_fetch_add(&et_sh->built_total, 1);
     et_hold(id, ev->delivery);
     if (id + 1 == et_stall_at) {
@@ -139,6 +142,7 @@ static void et_reset(uint64_t events)
         munmap((void *)et_sh->present, mapped * 8);
         munmap((void *)et_sh->corrupt, mapped * 8);
         munmap((void *)et_sh->kept, mapped * 4);
+        munmap((void *)et_sh->builders, mapped * 8);
     }
     mapped = events;
     memset(et_sh, 0, sizeof(*et_sh));
@@ -147,11 +151,13 @@ static void et_reset(uint64_t events)
     et_sh->present = et_map(events * 8);
     et_sh->corrupt = et_map(events * 8);
     et_sh->kept = et_map(events * 4);
+    et_sh->builders = et_map(events * 8);
 }
 
 static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
 {
     o.on_event = et_on_event;
+    et_node = o.node;
     sdd_evb_node *n = NULL;
     if (sdd_evb_node_create(&o, &n) != SDD_OK) {
         return 2;
