@@ -197,6 +197,7 @@ sdd_err run_remote_resume(struct sdd_run *r)
 }
 
 #define PROBE_MS 1000 /* a control port that does not answer a connect in this is silent */
+#define TWO_NODE_SILENT_MS 10000 /* two nodes, no event builder: silence before a takeover */
 
 /* Does node i's control port take connections? (Not an HTTP request: a coordinator answering
  * a stop or a pause keeps its server busy until the run has drained.) SDD_ECONNREFUSED: its
@@ -227,6 +228,30 @@ static size_t probe_others(const struct sdd_run *r, size_t *which, sdd_err *errs
     return n;
 }
 
+/* Two nodes cannot tell a cut link from a dead host, but a coordinator whose host refuses the
+ * connection is gone for sure (that case never comes here). Otherwise the survivor waits out
+ * the event builder's dead time first: a cut that heals sooner leaves the run to end cleanly
+ * (taking over would end it in error on both sides), and by the end of one that lasts both
+ * builders have taken the other for dead already (docs/evb.md, two nodes cut apart), so the
+ * takeover changes nothing for the data. Without a builder: TWO_NODE_SILENT_MS. */
+static bool two_node_wait(struct sdd_run *r, const char *lost_name)
+{
+    uint64_t wait_ms = r->nevb > 0 ? r->evb_opts.dead_ms : TWO_NODE_SILENT_MS;
+    uint64_t silent_ns = sdd_now_ns() - r->coordinator_silent_ns;
+    if (silent_ns >= wait_ms * SDD_NS_PER_MS) {
+        return false;
+    }
+    if (!r->two_node_wait_said) {
+        SDD_WARN(LOG,
+                 "node %s (the coordinator) does not answer but its host does not refuse the "
+                 "connection either: a cut link looks the same with two nodes, so this node "
+                 "takes over only if it stays silent for %llu ms",
+                 lost_name, (unsigned long long)wait_ms);
+        r->two_node_wait_said = true;
+    }
+    return true;
+}
+
 bool run_remote_watch(struct sdd_run *r, uint64_t now)
 {
     if (!r->multi || r->coordinator || now < r->watch_ns) {
@@ -240,9 +265,13 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     sdd_err cerr = probe(r, (size_t)c);
     if (cerr == SDD_OK) {
         r->coordinator_misses = 0;
+        r->two_node_wait_said = false;
         return false;
     }
-    if (++r->coordinator_misses < 2) {
+    if (r->coordinator_misses++ == 0) {
+        r->coordinator_silent_ns = now;
+    }
+    if (r->coordinator_misses < 2) {
         return false;
     }
     /* The first node in order that still answers takes over, if it reaches a majority of the
@@ -250,11 +279,10 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * is gone). A node cut off alone must not end the run for the others, who still have
      * their coordinator: it goes on, and if the partition heals the coordinator ends the run
      * as usual; if it lasts, the event builder's and links' own timeouts end this node's part.
-     * Two nodes cannot tell a partition from a death: there the survivor takes over
-     * (docs/run.md). */
-    /* The coordinator is probed again in the same round as the others: a view taken in one
-     * instant. Probing the others after it could see a partition heal in between and count a
-     * majority against a coordinator that answers again. */
+     * Two nodes have no majority to ask: two_node_wait (docs/run.md). The coordinator is
+     * probed again in the same round as the others, a view taken in one instant: probing the
+     * others after it could see a partition heal in between and count a majority against a
+     * coordinator that answers again. */
     const char *lost_name = r->cfg->nodes[c].name;
     size_t reached = 1, gone = 0, first = SIZE_MAX;
     size_t which[SDD_CFG_MAX_NODES];
@@ -270,7 +298,11 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
         first = errs[k] == SDD_OK && which[k] < first ? which[k] : first;
     }
     size_t maybe_alive = r->cfg->n_nodes - gone;
-    if (2 * reached <= maybe_alive && r->cfg->n_nodes > 2) {
+    if (2 * reached <= maybe_alive && r->cfg->n_nodes == 2) {
+        if (two_node_wait(r, lost_name)) {
+            return false;
+        }
+    } else if (2 * reached <= maybe_alive) {
         if (!r->cut_off_said) {
             SDD_WARN(LOG,
                      "node %s (the coordinator) does not answer, and this node reaches "

@@ -254,8 +254,21 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
     const struct sdd_evb_bulk_hdr *h = (const void *)p;
     uint64_t k = avail >= sizeof(*h) ? h->bulk_id : UINT64_MAX;
     if (!evb_bulk_header_ok(p, avail, ru, n->o.bulk, n->o.events)) {
-        n->st.bulks_bad++;
-        SDD_WARN(LOG, "BU %u: dropped a malformed bulk from RU %u (slot %u)", bu->b, ru, slot);
+        uint64_t nbulks = (n->o.events + n->o.bulk - 1) / n->o.bulk;
+        bool past_end =
+            avail >= sizeof(*h) && h->magic == SDD_EVB_BULK_MAGIC && h->ru == ru && k >= nbulks;
+        bool say = evb_count_bad(n);
+        if (say && past_end) {
+            SDD_WARN(LOG,
+                     "BU %u: dropped bulk %llu from RU %u, past the end this node agreed (%llu "
+                     "bulks): that RU did not agree, the run split (%llu bulks dropped so far)",
+                     bu->b, (unsigned long long)k, ru, (unsigned long long)nbulks,
+                     (unsigned long long)n->st.bulks_bad);
+        } else if (say) {
+            SDD_WARN(LOG,
+                     "BU %u: dropped a malformed bulk from RU %u (slot %u; %llu dropped so far)",
+                     bu->b, ru, slot, (unsigned long long)n->st.bulks_bad);
+        }
         release(n, ru, k, slot, true);
         return;
     }
@@ -277,9 +290,10 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
     }
     if (s == NULL) {
         if (fresh == NULL) {
-            n->st.bulks_bad++;
-            SDD_ERROR(LOG, "BU %u: no room for bulk %llu (more bulks than credits)", bu->b,
-                      (unsigned long long)k);
+            if (evb_count_bad(n)) {
+                SDD_ERROR(LOG, "BU %u: no room for bulk %llu (more bulks than credits)", bu->b,
+                          (unsigned long long)k);
+            }
             release(n, ru, k, slot, true);
             return;
         }
@@ -309,8 +323,10 @@ void evb_bu_on_write(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, size_t 
 {
     uint32_t C = n->o.credits;
     if (ru >= n->nru || slot >= 2 * C || n->ru_node[ru] == n->self) {
-        n->st.bulks_bad++;
-        SDD_WARN(LOG, "BU %u: write with bad immediate data (ru %u slot %u)", n->bu->b, ru, slot);
+        if (evb_count_bad(n)) {
+            SDD_WARN(LOG, "BU %u: write with bad immediate data (ru %u slot %u)", n->bu->b, ru,
+                     slot);
+        }
         return;
     }
     n->st.bulks_rx++;

@@ -98,9 +98,10 @@ void evb_pull_on_announce(struct sdd_evb_node *n, uint32_t ru, uint32_t slot, ui
     if (pl == NULL || pool == NULL || n->ru_node[ru] == n->self || slot >= pl->per_ru || len == 0 ||
         len > n->slot_size || off > pool->len || len > pool->len - off ||
         (pl->busy[ru] & (1ull << slot))) {
-        n->st.bulks_bad++;
-        SDD_WARN(LOG, "BU: bad bulk announcement (ru %u slot %u, %u bytes at %llu)", ru, slot, len,
-                 (unsigned long long)off);
+        if (evb_count_bad(n)) {
+            SDD_WARN(LOG, "BU: bad bulk announcement (ru %u slot %u, %u bytes at %llu)", ru, slot,
+                     len, (unsigned long long)off);
+        }
         return;
     }
     uint32_t i = ru * pl->per_ru + slot;

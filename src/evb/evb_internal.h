@@ -126,6 +126,14 @@ struct sdd_evb_node {
     struct sdd_evb_stats st;
 };
 
+/* Count a bulk dropped as bad; true when it should be said: at the 1st, 2nd, 4th, 8th ... so
+ * that a stream of them (a corrupt or split run) cannot flood the log. */
+static inline bool evb_count_bad(struct sdd_evb_node *n)
+{
+    uint64_t c = ++n->st.bulks_bad;
+    return (c & (c - 1)) == 0;
+}
+
 /* ctl.c: records are staged per peer and leave at evb_ctl_flush, which the node loop calls
  * every turn (and before it waits or ends). */
 void evb_ctl_send(struct sdd_evb_node *n, uint32_t to_node, uint16_t type, uint64_t a, uint32_t b,

@@ -13,7 +13,9 @@
 # other two wait for it after a run (both leave in seconds); the coordinator killed mid-run
 # (the next node takes over); a trigger farm on the third host fed over fabric links by the
 # builder units of the others; a builder unit stalled in the middle of a delivery (its writer
-# drops what it never committed: nothing written twice).
+# drops what it never committed: nothing written twice); and with two hosts, one cut off for
+# 4 s (the other waits out the dead time before it would take over: the run ends cleanly) and
+# the coordinator killed (the other takes over at once).
 # Skips (77) where namespaces cannot be created (not root, no CAP_SYS_ADMIN, no veth/bridge).
 # Usage: test_run_netns.sh PATH_TO_SDDAQ
 set -uo pipefail
@@ -56,15 +58,19 @@ fi
 field() { "$py" -c 'import json,sys; print(json.loads(open(sys.argv[1]).read())[sys.argv[2]])' "$1" "$2"; }
 export SDDAQ_LOG=error
 
-# topology KIND RUN-KEYS: three hosts, each src -> ru, bu -> keep (prescale 5) -> raw writer.
+# topology KIND RUN-KEYS: $nh hosts (three unless said), each src -> ru, bu -> keep (prescale
+# 5) -> raw writer.
+nh=3
 topology() {
     local kind=$1 run=$2
+    local all
+    all=$(seq 0 $((nh - 1)))
     echo "run: {name: three, output_dir: $work/out, $run}"
     echo "fabric: {provider: tcp, port: 7100}"
     echo "nodes:"
-    for i in 0 1 2; do echo "  - {name: h$i, host: 10.78.0.$((i + 1)), control_port: 7020}"; done
+    for i in $all; do echo "  - {name: h$i, host: 10.78.0.$((i + 1)), control_port: 7020}"; done
     echo "stages:"
-    for i in 0 1 2; do
+    for i in $all; do
         if [ "$kind" = hough-emu ]; then
             echo "  - {name: src$i, type: source, node: h$i, kind: hough-emu, pileup: 60}"
         else
@@ -76,9 +82,9 @@ topology() {
         echo "  - {name: w$i, type: writer, node: h$i, format: raw}"
     done
     echo "links:"
-    for i in 0 1 2; do
+    for i in $all; do
         echo "  - {from: src$i, to: ru$i}"
-        for j in 0 1 2; do echo "  - {from: ru$i, to: bu$j}"; done
+        for j in $all; do echo "  - {from: ru$i, to: bu$j}"; done
         echo "  - {from: bu$i, to: keep$i}"
         echo "  - {from: keep$i, to: w$i}"
     done
@@ -88,7 +94,7 @@ topology() {
 run_all() {
     local name=$1
     shift
-    for i in 2 1; do
+    for i in $(seq $((nh - 1)) -1 1); do
         ip netns exec "${tag}h$i" "$sddaq" node --config "$work/$name.yaml" --name "h$i" -q --json \
             "$@" >"$work/$name.h$i.json" 2>"$work/$name.h$i.err" &
         eval "pid_$name$i=\$!"
@@ -464,4 +470,39 @@ grep -q "events not written: their builder unit fenced" "$work"/dstall.h?.err ||
 grep -q "decisions not published: their builder unit fenced" "$work"/dstall.h?.err ||
     fail "stall in a delivery: no feedback stage dropped the uncommitted decisions: $(cat "$work"/dstall.h?.err)"
 written_once dstall "stall in a delivery"
+# 15. Two hosts, h1 cut off for 4 s (heartbeats 500 ms: dead time 10 s). Two nodes have no
+# majority to ask, and a cut link looks like a dead host: h1 used to take over after two missed
+# probes and end the run in error on both sides. It now waits out the dead time first (it
+# says so), so the cut heals and the run ends cleanly on both.
+nh=2
+paced pair 10 500
+(running_on 1 && sleep 1 && ip -n "$br" link set "v1$tag" down && sleep 4 && ip -n "$br" link set "v1$tag" up) &
+cutter=$!
+export SDDAQ_LOG=warn
+run_all pair
+rc=$?
+export SDDAQ_LOG=error
+wait "$pid_pair1"
+rc1=$?
+wait "$cutter"
+[ "$rc" = 0 ] && [ "$rc1" = 0 ] ||
+    fail "two-host cut: exits $rc/$rc1: $(cat "$work"/pair.h?.json "$work/pair.h1.err")"
+grep -q "takes over only if it stays silent for 10000 ms" "$work/pair.h1.err" ||
+    fail "two-host cut: h1 never noticed the cut: $(cat "$work/pair.h1.err")"
+[ "$(field "$work/pair.h0.json" nodes)" = 2 ] && [ "$(field "$work/pair.h0.json" accounted)" = True ] ||
+    fail "two-host cut: $(cat "$work/pair.h0.json")"
+written_once pair "two-host cut"
+# 16. Two hosts, the coordinator killed: its host refuses the connection, which no cut link
+# does, so h1 takes over at once (not after the dead time) and reports the error naming h0.
+topology evb-emu "duration: 120" >"$work/pairkill.yaml"
+(running_on 1 && sleep 1 && kill -9 "$(pgrep -f "pairkill.yaml --name h0" | head -1)") &
+t0=$SECONDS
+run_all pairkill
+wait "$pid_pairkill1"
+rc1=$?
+wait || true
+[ $((SECONDS - t0)) -le 30 ] || fail "two hosts, lost coordinator: the run took $((SECONDS - t0)) s"
+[ "$rc1" = 1 ] && field "$work/pairkill.h1.json" reason | grep -q "node h0 (the coordinator) lost" ||
+    fail "two hosts, lost coordinator: h1 exit $rc1: $(cat "$work/pairkill.h1.json" "$work/pairkill.h1.err")"
+nh=3
 echo "three hosts: all checks passed"
