@@ -186,7 +186,7 @@ struct sdd_run {
     uint64_t watch_ns;               /* the other nodes: next look at the coordinator */
     unsigned coordinator_misses;     /* ... and how often in a row it did not answer */
     uint64_t coordinator_silent_ns;  /* ... since when (the first miss of this row) */
-    bool two_node_wait_said;         /* warned that it waits before taking over (two nodes) */
+    bool silent_wait_said;           /* warned that it waits out a silent coordinator */
     bool cut_off_said;               /* warned that it was cut off from most nodes */
     struct run_stage *st; /* cfg->n_stages */
     size_t n;

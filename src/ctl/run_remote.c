@@ -197,7 +197,7 @@ sdd_err run_remote_resume(struct sdd_run *r)
 }
 
 #define PROBE_MS 1000 /* a control port that does not answer a connect in this is silent */
-#define TWO_NODE_SILENT_MS 10000 /* two nodes, no event builder: silence before a takeover */
+#define SILENT_MS 10000 /* no event builder: a silent coordinator's time before a takeover */
 
 /* Does node i's control port take connections? (Not an HTTP request: a coordinator answering
  * a stop or a pause keeps its server busy until the run has drained.) SDD_ECONNREFUSED: its
@@ -228,26 +228,27 @@ static size_t probe_others(const struct sdd_run *r, size_t *which, sdd_err *errs
     return n;
 }
 
-/* Two nodes cannot tell a cut link from a dead host, but a coordinator whose host refuses the
- * connection is gone for sure (that case never comes here). Otherwise the survivor waits out
- * the event builder's dead time first: a cut that heals sooner leaves the run to end cleanly
- * (taking over would end it in error on both sides), and by the end of one that lasts both
- * builders have taken the other for dead already (docs/evb.md, two nodes cut apart), so the
- * takeover changes nothing for the data. Without a builder: TWO_NODE_SILENT_MS. */
-static bool two_node_wait(struct sdd_run *r, const char *lost_name)
+/* A coordinator whose host refuses the connection is gone for sure; one that is only silent
+ * may be cut off, and nothing here can tell that from a dead host. So the node that would take
+ * over first waits out the event builder's dead time: a cut that heals sooner leaves the run
+ * to end cleanly (taking over would end it behind the coordinator's back, and its RUs would
+ * then write bulks past the end the others agreed), and by the end of one that lasts the
+ * builders have failed the coordinator's work over already, so the takeover changes nothing
+ * for the data. Without a builder: SILENT_MS. */
+static bool wait_for_silence(struct sdd_run *r, const char *lost_name)
 {
-    uint64_t wait_ms = r->nevb > 0 ? r->evb_opts.dead_ms : TWO_NODE_SILENT_MS;
+    uint64_t wait_ms = r->nevb > 0 ? r->evb_opts.dead_ms : SILENT_MS;
     uint64_t silent_ns = sdd_now_ns() - r->coordinator_silent_ns;
     if (silent_ns >= wait_ms * SDD_NS_PER_MS) {
         return false;
     }
-    if (!r->two_node_wait_said) {
+    if (!r->silent_wait_said) {
         SDD_WARN(LOG,
-                 "node %s (the coordinator) does not answer but its host does not refuse the "
-                 "connection either: a cut link looks the same with two nodes, so this node "
-                 "takes over only if it stays silent for %llu ms",
+                 "node %s (the coordinator) does not answer, but its host does not refuse the "
+                 "connection either (cut off, or the host is gone): nobody takes over unless it "
+                 "stays silent for %llu ms",
                  lost_name, (unsigned long long)wait_ms);
-        r->two_node_wait_said = true;
+        r->silent_wait_said = true;
     }
     return true;
 }
@@ -265,7 +266,7 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     sdd_err cerr = probe(r, (size_t)c);
     if (cerr == SDD_OK) {
         r->coordinator_misses = 0;
-        r->two_node_wait_said = false;
+        r->silent_wait_said = false;
         return false;
     }
     if (r->coordinator_misses++ == 0) {
@@ -279,12 +280,14 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * is gone). A node cut off alone must not end the run for the others, who still have
      * their coordinator: it goes on, and if the partition heals the coordinator ends the run
      * as usual; if it lasts, the event builder's and links' own timeouts end this node's part.
-     * Two nodes have no majority to ask: two_node_wait (docs/run.md). The coordinator is
-     * probed again in the same round as the others, a view taken in one instant: probing the
-     * others after it could see a partition heal in between and count a majority against a
-     * coordinator that answers again. */
+     * Two nodes have no majority to ask. Either way a coordinator that is only silent is given
+     * the builder's dead time first (wait_for_silence). The coordinator is probed again in
+     * the same round as the others, a view taken in one instant: probing the others after it
+     * could see a partition heal in between and count a majority against a coordinator that
+     * answers again. */
     const char *lost_name = r->cfg->nodes[c].name;
     size_t reached = 1, gone = 0, first = SIZE_MAX;
+    bool refused = false;
     size_t which[SDD_CFG_MAX_NODES];
     sdd_err errs[SDD_CFG_MAX_NODES];
     size_t n = probe_others(r, which, errs);
@@ -293,16 +296,13 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
             r->coordinator_misses = 0; /* it answers again */
             return false;
         }
+        refused |= (long)which[k] == c && errs[k] == SDD_ECONNREFUSED;
         reached += errs[k] == SDD_OK;
         gone += errs[k] == SDD_ECONNREFUSED;
         first = errs[k] == SDD_OK && which[k] < first ? which[k] : first;
     }
     size_t maybe_alive = r->cfg->n_nodes - gone;
-    if (2 * reached <= maybe_alive && r->cfg->n_nodes == 2) {
-        if (two_node_wait(r, lost_name)) {
-            return false;
-        }
-    } else if (2 * reached <= maybe_alive) {
+    if (2 * reached <= maybe_alive && r->cfg->n_nodes > 2) {
         if (!r->cut_off_said) {
             SDD_WARN(LOG,
                      "node %s (the coordinator) does not answer, and this node reaches "
@@ -312,6 +312,9 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
             r->cut_off_said = true;
         }
         r->coordinator_misses = 0; /* look again */
+        return false;
+    }
+    if (!refused && wait_for_silence(r, lost_name)) {
         return false;
     }
     r->lost[c] = true;
