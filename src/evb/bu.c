@@ -21,6 +21,7 @@ struct bu_set {
     bool resent;
     bool held;      /* ready, waiting for the leases */
     bool timed_out; /* held after its event timeout */
+    bool said_silent; /* warned that it waits past its timeout for a silent RU */
     uint64_t k;
     uint64_t first_ns;
     const uint8_t *bulk[SDD_EVB_MAX_NODES]; /* per RU, NULL until it arrived */
@@ -460,6 +461,35 @@ uint64_t sdd_evb_node_committed(const sdd_evb_node *n)
     return n->bu->committed;
 }
 
+/* A set that misses a live remote RU not heard for a heartbeat period keeps waiting past its
+ * timeout: that RU may be cut off from this node, and once it gives this BU up it re-sends the
+ * bulk to another, which would build the same events again from the other fragments (each
+ * event split in two, both written). It is built once the RU is heard again, or, once the RU
+ * is declared dead, as evb_bu_on_ru_gone decides (flagged source lost, or fenced). Taking a
+ * late heartbeat for silence only delays the set until the next one. Left open: a set that
+ * timed out less than a heartbeat period after a cut began (docs/evb.md, "Failures"). */
+static bool waits_on_silent_ru(struct sdd_evb_node *n, struct bu_set *s, uint64_t now)
+{
+    uint64_t quiet = (uint64_t)n->o.hb_ms * SDD_NS_PER_MS;
+    for (uint32_t r = 0; r < n->nru; r++) {
+        uint32_t node = n->ru_node[r];
+        uint64_t heard = n->peers[node].last_rx_ns;
+        if (s->bulk[r] == NULL && n->bu->ru_state[r] == RU_LIVE && node != n->self &&
+            now - heard > quiet) {
+            if (!s->said_silent) {
+                SDD_WARN(LOG,
+                         "BU %u: bulk %llu waits past its timeout for RU %u, silent for %llu ms "
+                         "(cut off, or dead: it is built when the RU is heard or declared dead)",
+                         n->bu->b, (unsigned long long)s->k, r,
+                         (unsigned long long)((now - heard) / SDD_NS_PER_MS));
+                s->said_silent = true;
+            }
+            return true;
+        }
+    }
+    return false;
+}
+
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
 {
     struct evb_bu *bu = n->bu;
@@ -482,7 +512,7 @@ int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
     uint64_t limit = (uint64_t)n->o.event_timeout_ms * SDD_NS_PER_MS;
     for (uint32_t i = 0; i < bu->nsets; i++) {
         struct bu_set *s = &bu->sets[i];
-        if (s->used && !s->held && now - s->first_ns > limit) {
+        if (s->used && !s->held && now - s->first_ns > limit && !waits_on_silent_ru(n, s, now)) {
             SDD_WARN(LOG, "BU %u: bulk %llu timed out incomplete", bu->b, (unsigned long long)s->k);
             deliver(n, s, true);
             work++;
