@@ -106,15 +106,19 @@ json2=$("$sddaq" run finder.yaml -q --no-http --json 2>err2c) || fail "finder: $
     fail "finder: $json2"
 [ "$(field "$json2" kept)" != "$kept" ] || fail "finder: ptolemy kept exactly as many: $json2"
 # 2d. Rings on a GPU (finder gpu: on): with one, the CPU's decisions exactly (the same rings);
-#     without one (or CUDA), the run does not start and says why.
+#     without one (or CUDA), the run does not start and says why. SDDAQ_EXPECT_GPU=1 (the
+#     device checks) makes a refusal fail the test.
 sed 's/algorithm: rich, threads: 2}/algorithm: rich, threads: 2, finder: {gpu: on}}/' \
     fixed.yaml >gpu.yaml
 if json2=$("$sddaq" run gpu.yaml -q --no-http --json 2>err2d); then
     [ "$(field "$json2" built)" = "$found" ] && [ "$(field "$json2" kept)" = "$kept" ] ||
         fail "gpu: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+    echo "run-rich: rings on the GPU: $found events found, $kept kept, as on the CPU"
 else
     [ "$(field "$json2" status)" = ENOTSUP ] && grep -q "rich-gpu: " err2d ||
         fail "gpu: refused without a reason: $json2 $(cat err2d)"
+    [ -z "${SDDAQ_EXPECT_GPU:-}" ] || fail "gpu: refused where a GPU was expected: $(cat err2d)"
+    echo "run-rich: no GPU here, refused as it should: $(grep -m1 'rich-gpu: ' err2d)"
 fi
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.

@@ -4,8 +4,11 @@
  * with one thread, with two threads sharing the carry (their merges in buffer order), across a
  * new burst whose timestamps start again, and with a carry too small to hold what a buffer
  * leaves (merged at once then, counted). Without the carry, the same cuts split events. A
- * refused buffer passes its turn on; one that never comes holds the next for a second only. */
+ * refused buffer passes its turn on; one that never comes holds the next for a second only.
+ * With a GPU, the same streams with the rings found there give the same events and rings
+ * (skipped, and said, without one). */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -160,6 +163,31 @@ static sdd_rich_proc *new_proc(size_t max_bytes)
     return p;
 }
 
+/* A proc whose rings are found on a GPU; NULL where there is none (or no CUDA build). */
+static sdd_rich_proc *new_gpu_proc(size_t max_bytes)
+{
+    sdd_rich_proc_opts po;
+    sdd_rich_proc_opts_default(&po);
+    po.max_bytes = max_bytes;
+    po.gpu = true;
+    sdd_rich_proc *p = NULL;
+    sdd_err err = sdd_rich_proc_create(&po, &p);
+    CHECK(err == SDD_OK || err == SDD_ENOTSUP);
+    return err == SDD_OK ? p : NULL;
+}
+
+/* The whole stream, buffer by buffer, on one proc, then the flush. */
+static void run_one_thread(sdd_rich_proc *p, sdd_rich_carry *c, struct seen *s)
+{
+    sdd_rich_output o;
+    for (uint32_t b = 0; b + 1 < ncuts; b++) {
+        CHECK_OK(sdd_rich_proc_run_stream(p, stream + cut[b], cut[b + 1] - cut[b], c, b, &o));
+        add_output(s, &o);
+    }
+    CHECK_OK(sdd_rich_proc_flush(p, c, ncuts - 1, &o));
+    add_output(s, &o);
+}
+
 /* Each burst as one whole buffer: what the stream must give. */
 static void reference(struct seen *ref)
 {
@@ -177,6 +205,7 @@ static void reference(struct seen *ref)
 struct worker {
     sdd_rich_carry *carry;
     unsigned first;
+    bool gpu;
     int rc;
     struct seen *per_buffer[4096];
 };
@@ -187,6 +216,7 @@ static void *work(void *arg)
     sdd_rich_proc_opts po;
     sdd_rich_proc_opts_default(&po);
     po.max_bytes = MAX_BUF;
+    po.gpu = w->gpu;
     sdd_rich_proc *p = NULL;
     if (sdd_rich_proc_create(&po, &p) != SDD_OK) {
         w->rc = -1;
@@ -204,6 +234,66 @@ static void *work(void *arg)
     }
     sdd_rich_proc_destroy(p);
     return NULL;
+}
+
+/* Two threads, one carry, buffers taken in turn; their merges go in buffer order. */
+static void run_two_threads(bool gpu, struct seen *two)
+{
+    sdd_rich_carry *c = NULL;
+    CHECK_OK(sdd_rich_carry_create(MAX_BUF, &c));
+    static struct worker w[2];
+    pthread_t th[2];
+    for (unsigned t = 0; t < 2; t++) {
+        memset(&w[t], 0, sizeof(w[t]));
+        w[t].carry = c;
+        w[t].first = t;
+        w[t].gpu = gpu;
+        CHECK_REQUIRE(pthread_create(&th[t], NULL, work, &w[t]) == 0);
+    }
+    for (unsigned t = 0; t < 2; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_EQ(w[t].rc, 0);
+    }
+    for (uint32_t b = 0; b + 1 < ncuts; b++) {
+        struct seen *s = w[b % 2].per_buffer[b];
+        CHECK_REQUIRE(s != NULL);
+        CHECK(!s->bad);
+        for (uint32_t i = 0; i < s->n; i++) {
+            add_event(two, s->ts[i], s->nhits[i], s->hits[i], s->nrings[i], s->rings[i]);
+        }
+        seen_free(s);
+    }
+    sdd_rich_proc *p = new_proc(MAX_BUF);
+    sdd_rich_output o;
+    CHECK_OK(sdd_rich_proc_flush(p, c, ncuts - 1, &o));
+    add_output(two, &o);
+    sdd_rich_proc_destroy(p);
+    sdd_rich_carry_destroy(c);
+}
+
+/* The rings on a GPU, where there is one: one thread and two, the whole stream's events and
+ * the CPU's rings bit for bit. */
+static void gpu_streams(const struct seen *ref)
+{
+    sdd_rich_proc *p = new_gpu_proc(MAX_BUF);
+    if (p == NULL) {
+        printf("unit_rich_stream: no GPU here; the GPU streams are not run\n");
+        return;
+    }
+    struct seen *one = seen_new(4 * NEV), *two = seen_new(4 * NEV);
+    sdd_rich_carry *c = NULL;
+    CHECK_OK(sdd_rich_carry_create(MAX_BUF, &c));
+    run_one_thread(p, c, one);
+    CHECK_EQ(sdd_rich_carry_events(c), 0);
+    CHECK_EQ(differ(one, ref), 0);
+    sdd_rich_proc_destroy(p);
+    sdd_rich_carry_destroy(c);
+    run_two_threads(true, two);
+    CHECK_EQ(differ(two, ref), 0);
+    printf("unit_rich_stream: GPU streams: %u events, %u and %u differ (one thread, two)\n", ref->n,
+           differ(one, ref), differ(two, ref));
+    seen_free(one);
+    seen_free(two);
 }
 
 int main(void)
@@ -241,33 +331,8 @@ int main(void)
     sdd_rich_carry_destroy(c);
 
     /* Two threads, one carry: the merges take turns in buffer order. */
-    CHECK_OK(sdd_rich_carry_create(MAX_BUF, &c));
-    static struct worker w[2];
-    pthread_t th[2];
-    for (unsigned t = 0; t < 2; t++) {
-        w[t].carry = c;
-        w[t].first = t;
-        CHECK_REQUIRE(pthread_create(&th[t], NULL, work, &w[t]) == 0);
-    }
-    for (unsigned t = 0; t < 2; t++) {
-        pthread_join(th[t], NULL);
-        CHECK_EQ(w[t].rc, 0);
-    }
-    for (uint32_t b = 0; b + 1 < ncuts; b++) {
-        struct seen *s = w[b % 2].per_buffer[b];
-        CHECK_REQUIRE(s != NULL);
-        CHECK(!s->bad);
-        for (uint32_t i = 0; i < s->n; i++) {
-            add_event(two, s->ts[i], s->nhits[i], s->hits[i], s->nrings[i], s->rings[i]);
-        }
-        seen_free(s);
-    }
-    p = new_proc(MAX_BUF);
-    CHECK_OK(sdd_rich_proc_flush(p, c, ncuts - 1, &o));
-    add_output(two, &o);
+    run_two_threads(false, two);
     CHECK_EQ(differ(two, ref), 0);
-    sdd_rich_proc_destroy(p);
-    sdd_rich_carry_destroy(c);
 
     /* A carry with room for a few events only: what it cannot hold is merged at once, counted;
      * nothing is lost or merged twice (events may be cut, so only the count of hits holds). */
@@ -325,6 +390,7 @@ int main(void)
     CHECK(sdd_rich_carry_create(0, &c) == SDD_EINVAL);
     CHECK(sdd_rich_proc_run_stream(p = new_proc(MAX_BUF), stream, 16, NULL, 0, &o) == SDD_EINVAL);
     sdd_rich_proc_destroy(p);
+    gpu_streams(ref);
     seen_free(ref);
     seen_free(one);
     seen_free(two);
