@@ -227,9 +227,12 @@ struct sdd_evb_opts {
                                   the emulated boards of `src`) */
     sdd_evb_event_fn on_event; /* called for every built event (may be NULL) */
     void *on_event_arg;
-    bool commit_per_bulk; /* acknowledge each bulk as soon as it is delivered, so that a
-                             consumer waiting for sdd_evb_node_committed() holds one bulk at
-                             most (sddaq run); default false: one flush per poll turn */
+    /* Asked before each delivery (arg: on_event_arg) with the events it holds: false keeps the
+     * bulk, ready, for a later poll turn (room_waits counts it; its credits stay out, which
+     * slows the RUs). For a consumer that holds events until sdd_evb_node_committed() passes
+     * them (sddaq run): a delivery must not wait inside the builder for a buffer such a
+     * consumer holds, since the commit moves only once the poll turn ends. NULL: always. */
+    bool (*has_room)(uint32_t events, void *arg);
 };
 
 /* Fill opts with the defaults above (2 nodes, both roles, 100000 events, 1 KiB fixed). */
@@ -263,6 +266,7 @@ struct sdd_evb_stats {
     uint64_t bytes_built; /* fragment bytes (header + payload) of valid fragments delivered */
     uint64_t ru_failures; /* RUs this node declared dead */
     uint64_t lease_waits;  /* built bulks that waited for a lease before delivery (docs/evb.md) */
+    uint64_t room_waits;   /* ready bulks kept for a later turn: the consumer had no room */
     uint64_t bulks_fenced; /* bulks dropped, unbuilt, when this BU fenced itself */
     uint64_t bulks_in_doubt; /* delivered while a lease lapsed (a stall mid-delivery): their
                               * RUs may have re-sent them, built again elsewhere as RESENT */
@@ -299,6 +303,11 @@ SDD_API void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out
  * BU: their acknowledgements left while the leases held, or an RU confirmed them later. All
  * deliveries once the node ended without fencing. Call from the thread that polls the node. */
 SDD_API uint64_t sdd_evb_node_committed(const sdd_evb_node *n);
+/* Has this node given node `peer` up (silent past dead_ms, or its connection failed)? Any
+ * thread, while the node exists: sddaq run asks it before taking over from a silent
+ * coordinator, so that the takeover follows the builders' verdict instead of a timer of its
+ * own. */
+SDD_API bool sdd_evb_node_gave_up(const sdd_evb_node *n, uint32_t peer);
 
 /* Ending a run whose length is not known at the start (stopped by time, by hand or by run
  * control). Create every node with opts.events as an upper bound, then:

@@ -165,6 +165,34 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
     }
 }
 
+/* Before each delivery: the buffers its events will take, taken now. Without them the
+ * delivery waits for a later poll turn, whose end commits what the writers behind hold. */
+static bool bu_has_room(uint32_t events, void *arg)
+{
+    struct run_evb_node *e = arg;
+    return e->stash.cap == 0 || run_stash_fill(e->run, &e->stash, events * e->bufs_per_event);
+}
+
+/* The BU's stash: a bulk's worth of buffers for each place its events are copied, if the pool
+ * can spare that twice over (else the BU takes buffers as it goes and may wait for them). */
+static sdd_err bu_stash_init(struct run_evb_node *e)
+{
+    if (e->bu == NULL) {
+        return SDD_OK;
+    }
+    struct sdd_run *r = e->run;
+    e->bufs_per_event = run_bufs_per_event(e->bu);
+    uint64_t cap = (uint64_t)e->bufs_per_event * r->evb_opts.bulk;
+    if (cap > 0 && 2 * cap > sdd_pool_count(r->items)) {
+        SDD_WARN(LOG,
+                 "%s: %zu event buffers are too few to set a bulk's %llu aside; a "
+                 "delivery may wait for a buffer a writer holds until the commit",
+                 e->bu->cfg->name, sdd_pool_count(r->items), (unsigned long long)cap);
+        cap = 0;
+    }
+    return run_stash_init(&e->stash, (uint32_t)cap);
+}
+
 /* Move what the node counted since the last call into its stages' counters. */
 static void publish_evb(struct run_evb_node *e)
 {
@@ -276,6 +304,10 @@ static void *node_thread(void *arg)
         rc = run_counts_attach(r);
     }
     if (rc == SDD_OK) {
+        step = "no memory for its event buffers";
+        rc = bu_stash_init(e);
+    }
+    if (rc == SDD_OK) {
         step = "could not connect the event builder";
         rc = sdd_evb_node_connect(e->n, hosts, ports, 30000);
     }
@@ -349,6 +381,7 @@ static void *node_thread(void *arg)
     atomic_store_explicit(&e->commit.state, fenced ? RUN_COMMIT_FENCED : RUN_COMMIT_ENDED,
                           memory_order_release);
     run_counts_detach();
+    run_stash_free(r, &e->stash);
     node_finished(e);
     return NULL;
 }
@@ -570,7 +603,7 @@ sdd_err run_evb_setup(struct sdd_run *r)
         if (e->bu != NULL) {
             no.on_event = on_event;
             no.on_event_arg = e;
-            no.commit_per_bulk = true; /* writers wait for the commit: one bulk at most */
+            no.has_room = bu_has_room; /* writers wait for the commit: see the stash */
             /* Test hook (system.run_netns): the BU that first delivers this event id (not the
              * survivor that builds it again) stops its own process there, a stall inside the
              * fencing window (docs/evb.md). */
@@ -652,6 +685,34 @@ void run_evb_readout_stop(struct sdd_run *r)
     for (uint32_t i = 0; i < r->nevb; i++) {
         run_readout_close(r->evb[i].readout);
     }
+}
+
+static const char *node_of(const struct run_evb_node *e)
+{
+    return (e->ru != NULL ? e->ru : e->bu)->cfg->node;
+}
+
+int run_evb_gave_up(const struct sdd_run *r, size_t node)
+{
+    const char *name = r->cfg->nodes[node].name;
+    int verdict = -1;
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        const struct run_evb_node *e = &r->evb[i];
+        const struct run_stage *s = e->ru != NULL ? e->ru : e->bu;
+        if (!e->local || e->n == NULL || !e->started || atomic_load(&s->live) == 0) {
+            continue; /* its heartbeats stopped: it judges nobody any more */
+        }
+        for (uint32_t j = 0; j < r->nevb; j++) {
+            if (j == i || strcmp(node_of(&r->evb[j]), name) != 0) {
+                continue;
+            }
+            if (!sdd_evb_node_gave_up(e->n, j)) {
+                return 0;
+            }
+            verdict = 1;
+        }
+    }
+    return verdict;
 }
 
 void run_evb_destroy(struct sdd_run *r)

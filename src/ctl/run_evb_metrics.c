@@ -4,7 +4,15 @@
 #include "run_internal.h"
 
 enum { RU_BU_FAILURES, RU_BULKS_RESENT };
-enum { BU_RU_FAILURES, BU_INCOMPLETE, BU_LEASE_WAITS, BU_BULKS_FENCED, BU_FENCED, BU_IN_DOUBT };
+enum {
+    BU_RU_FAILURES,
+    BU_INCOMPLETE,
+    BU_LEASE_WAITS,
+    BU_ROOM_WAITS,
+    BU_BULKS_FENCED,
+    BU_FENCED,
+    BU_IN_DOUBT
+};
 
 struct family {
     const char *name, *help;
@@ -25,6 +33,9 @@ static const struct family bu_families[RUN_EVB_BU_METRICS] = {
                        SDD_METRIC_COUNTER},
     [BU_LEASE_WAITS] = {"sddaq_bu_lease_waits_total",
                         "Built bulks that waited for a readout unit's lease.", SDD_METRIC_COUNTER},
+    [BU_ROOM_WAITS] = {"sddaq_bu_room_waits_total",
+                       "Built bulks that waited for event buffers the stages behind held.",
+                       SDD_METRIC_COUNTER},
     [BU_BULKS_FENCED] = {"sddaq_bu_bulks_fenced_total",
                          "Bulks dropped when this builder unit fenced itself.", SDD_METRIC_COUNTER},
     [BU_FENCED] = {"sddaq_bu_fenced", "1 once this builder unit fenced itself (its run ended).",
@@ -71,6 +82,7 @@ void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *
         sdd_metric_add(bu[BU_RU_FAILURES], now->ru_failures - was->ru_failures);
         sdd_metric_add(bu[BU_INCOMPLETE], now->events_incomplete - was->events_incomplete);
         sdd_metric_add(bu[BU_LEASE_WAITS], now->lease_waits - was->lease_waits);
+        sdd_metric_add(bu[BU_ROOM_WAITS], now->room_waits - was->room_waits);
         sdd_metric_add(bu[BU_BULKS_FENCED], now->bulks_fenced - was->bulks_fenced);
         sdd_metric_set(bu[BU_FENCED], now->fenced);
         sdd_metric_add(bu[BU_IN_DOUBT], now->bulks_in_doubt - was->bulks_in_doubt);

@@ -85,12 +85,65 @@ void run_counts_detach(void)
 
 /* ---- hand-over ------------------------------------------------------------------------------ */
 
+static __thread struct run_stash *tls_stash; /* a builder unit's thread: run_stash_init */
+
+uint32_t run_bufs_per_event(const struct run_stage *s)
+{
+    uint32_t n = 0;
+    bool queued = false;
+    for (size_t i = 0; i < s->nout; i++) {
+        if (s->out[i]->inline_run) {
+            n += run_bufs_per_event(s->out[i]);
+        } else {
+            queued = true; /* run_emit copies once for all of them */
+        }
+    }
+    return n + queued;
+}
+
+sdd_err run_stash_init(struct run_stash *st, uint32_t cap)
+{
+    st->n = 0;
+    st->cap = cap;
+    st->buf = cap > 0 ? malloc(cap * sizeof(*st->buf)) : NULL;
+    if (cap > 0 && st->buf == NULL) {
+        st->cap = 0;
+        return SDD_ENOMEM;
+    }
+    tls_stash = st;
+    return SDD_OK;
+}
+
+bool run_stash_fill(struct sdd_run *r, struct run_stash *st, uint32_t want)
+{
+    want = want < st->cap ? want : st->cap;
+    if (st->n < want) {
+        st->n += sdd_pool_get_burst(r->items, st->buf + st->n, want - st->n);
+    }
+    return st->n >= want;
+}
+
+void run_stash_free(struct sdd_run *r, struct run_stash *st)
+{
+    if (st->n > 0) {
+        sdd_pool_put_burst(r->items, st->buf, st->n);
+    }
+    free(st->buf);
+    st->buf = NULL;
+    st->n = st->cap = 0;
+    if (tls_stash == st) {
+        tls_stash = NULL;
+    }
+}
+
 struct run_item *run_item_new(struct sdd_run *r)
 {
     struct run_item *it;
     /* No free buffer: the stages behind are slower than their input. Wait; a BU returns no
-     * credits meanwhile, which slows the RUs down (a receiver fills its ring and counts). */
-    while ((it = sdd_pool_get(r->items)) == NULL) {
+     * credits meanwhile, which slows the RUs down (a receiver fills its ring and counts). A
+     * BU took its delivery's buffers before it began (run_stash_fill), and never waits here. */
+    while ((it = tls_stash != NULL && tls_stash->n > 0 ? tls_stash->buf[--tls_stash->n]
+                                                       : sdd_pool_get(r->items)) == NULL) {
         if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
             return NULL;
         }

@@ -51,6 +51,14 @@ struct run_commit {
     _Atomic int state;     /* RUN_COMMIT_*: once not open, the mark moves no more */
 };
 
+/* Pool buffers a builder unit's thread took before a delivery (run_stash_fill): the events
+ * of that delivery take them first (run_item_new), so the builder never waits inside a
+ * delivery for a buffer that a writer holds until the builder commits (run_gate.c). */
+struct run_stash {
+    void **buf;
+    uint32_t n, cap; /* cap 0: no stash (nothing behind the BU takes buffers) */
+};
+
 struct run_item {
     _Atomic uint32_t refs;
     uint32_t flags; /* SDD_EVB_EV_* */
@@ -143,7 +151,7 @@ struct run_stage {
  * unit and a builder unit; the RU hands bulks for its own BU over by pointer). */
 /* Event-builder failure counters beside the stages' standard sets (run_evb_metrics.c). */
 #define RUN_EVB_RU_METRICS 2
-#define RUN_EVB_BU_METRICS 6
+#define RUN_EVB_BU_METRICS 7
 struct run_evb_metrics {
     sdd_metric *ru[RUN_EVB_RU_METRICS]; /* of the ru stage (NULL without one) */
     sdd_metric *bu[RUN_EVB_BU_METRICS]; /* of the bu stage */
@@ -169,6 +177,8 @@ struct run_evb_node {
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
     struct run_evb_metrics xm;
     struct run_commit commit; /* the BU's commit mark, for the stages behind it */
+    struct run_stash stash;   /* buffers for the BU's next delivery (node thread only) */
+    uint32_t bufs_per_event;  /* pool buffers one of its events can take (run_stash_size) */
     uint64_t test_stall_at;   /* event id + 1: SDDAQ_TEST_STALL_EVENT (node thread only) */
     uint64_t pub_ns;   /* next publish_evb() */
     uint64_t flush_ns; /* next run_counts_flush() of the inline stages' counts */
@@ -277,6 +287,9 @@ void run_evb_join(struct sdd_run *r);
 void run_evb_readout_start(struct sdd_run *r);
 void run_evb_readout_stop(struct sdd_run *r);
 void run_evb_destroy(struct sdd_run *r);
+/* Has a builder running on this node given up every builder node on config node `node`? 1
+ * yes, 0 not yet, -1 nothing to ask (no builder here still running, or none there). */
+int run_evb_gave_up(const struct sdd_run *r, size_t node);
 
 /* run_evb_metrics.c: register a local node's failure counters; add what changed since `was`. */
 sdd_err run_evb_metrics_register(struct sdd_run *r, struct run_evb_node *e);
@@ -299,6 +312,15 @@ void run_deliver(struct run_stage *to, struct run_item *it);
 /* A pool buffer as a new item holding one reference (the caller's), for a stage that makes
  * events of its own; waits while the pool is empty; NULL when the run is aborted meanwhile. */
 struct run_item *run_item_new(struct sdd_run *r);
+/* Pool buffers one event that stage s hands on can take in the thread that hands it on: one
+ * wherever it is first queued for a stage with threads of its own. */
+uint32_t run_bufs_per_event(const struct run_stage *s);
+/* Make st hold cap buffers at most, and use it for this thread's run_item_new. */
+sdd_err run_stash_init(struct run_stash *st, uint32_t cap);
+/* Top st up to want buffers from the pool, without waiting; true once it holds them. */
+bool run_stash_fill(struct sdd_run *r, struct run_stash *st, uint32_t want);
+/* Give st's buffers back to the pool and free it. */
+void run_stash_free(struct sdd_run *r, struct run_stash *st);
 /* This thread's counts for stage s (run_counts_attach first). */
 struct run_counts *run_counts(const struct run_stage *s);
 sdd_err run_counts_attach(struct sdd_run *r);

@@ -230,14 +230,23 @@ static size_t probe_others(const struct sdd_run *r, size_t *which, sdd_err *errs
 
 /* A coordinator whose host refuses the connection is gone for sure; one that is only silent
  * may be cut off, and nothing here can tell that from a dead host. So the node that would take
- * over first waits out the event builder's dead time: a cut that heals sooner leaves the run
- * to end cleanly (taking over would end it behind the coordinator's back, and its RUs would
- * then write bulks past the end the others agreed), and by the end of one that lasts the
- * builders have failed the coordinator's work over already, so the takeover changes nothing
- * for the data. Without a builder: SILENT_MS. */
-static bool wait_for_silence(struct sdd_run *r, const char *lost_name)
+ * over first waits until this node's event builder has given the coordinator's builder nodes
+ * up (silent past dead_ms): a cut that heals sooner leaves the run to end cleanly (taking over
+ * would end it behind the coordinator's back, and its RUs would then write bulks past the end
+ * the others agreed), and once the builders gave it up they have failed its work over
+ * already, so the takeover changes nothing for the data. The builders' own verdict, not a
+ * timer here beside theirs: theirs runs from the last heartbeat heard and is checked once per
+ * heartbeat period, so a parallel timer could only match it by margin. Without a builder to
+ * ask (none here still running, or none there): dead_ms, or SILENT_MS without any builder;
+ * and 2 x dead_ms at most, should the builders' verdict never come. */
+static bool wait_for_silence(struct sdd_run *r, long c, const char *lost_name)
 {
-    uint64_t wait_ms = r->nevb > 0 ? r->evb_opts.dead_ms : SILENT_MS;
+    int verdict = run_evb_gave_up(r, (size_t)c);
+    if (verdict == 1) {
+        return false;
+    }
+    uint64_t dead_ms = r->evb_opts.dead_ms;
+    uint64_t wait_ms = r->nevb == 0 ? SILENT_MS : verdict < 0 ? dead_ms : 2 * dead_ms;
     uint64_t silent_ns = sdd_now_ns() - r->coordinator_silent_ns;
     if (silent_ns >= wait_ms * SDD_NS_PER_MS) {
         return false;
@@ -246,8 +255,9 @@ static bool wait_for_silence(struct sdd_run *r, const char *lost_name)
         SDD_WARN(LOG,
                  "node %s (the coordinator) does not answer, but its host does not refuse the "
                  "connection either (cut off, or the host is gone): nobody takes over unless it "
-                 "stays silent for %llu ms",
-                 lost_name, (unsigned long long)wait_ms);
+                 "stays silent for %llu ms%s",
+                 lost_name, (unsigned long long)(r->nevb == 0 ? SILENT_MS : dead_ms),
+                 verdict == 0 ? " and the event builder here gives it up" : "");
         r->silent_wait_said = true;
     }
     return true;
@@ -263,16 +273,13 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     if (c < 0 || r->lost[c]) {
         return false;
     }
-    sdd_err cerr = probe(r, (size_t)c);
-    if (cerr == SDD_OK) {
-        r->coordinator_misses = 0;
-        r->silent_wait_said = false;
-        return false;
-    }
-    if (r->coordinator_misses++ == 0) {
+    if (r->coordinator_misses == 0) { /* it answered last time: ask it alone */
+        if (probe(r, (size_t)c) == SDD_OK) {
+            r->silent_wait_said = false;
+            return false;
+        }
+        r->coordinator_misses = 1;
         r->coordinator_silent_ns = now;
-    }
-    if (r->coordinator_misses < 2) {
         return false;
     }
     /* The first node in order that still answers takes over, if it reaches a majority of the
@@ -281,8 +288,8 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
      * their coordinator: it goes on, and if the partition heals the coordinator ends the run
      * as usual; if it lasts, the event builder's and links' own timeouts end this node's part.
      * Two nodes have no majority to ask. Either way a coordinator that is only silent is given
-     * the builder's dead time first (wait_for_silence). The coordinator is probed again in
-     * the same round as the others, a view taken in one instant: probing the others after it
+     * the builders' verdict first (wait_for_silence). Once it missed, it is probed in the
+     * same round as the others, a view taken in one instant: probing the others after it
      * could see a partition heal in between and count a majority against a coordinator that
      * answers again. */
     const char *lost_name = r->cfg->nodes[c].name;
@@ -294,6 +301,7 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     for (size_t k = 0; k < n; k++) {
         if ((long)which[k] == c && errs[k] == SDD_OK) {
             r->coordinator_misses = 0; /* it answers again */
+            r->silent_wait_said = false;
             return false;
         }
         refused |= (long)which[k] == c && errs[k] == SDD_ECONNREFUSED;
@@ -314,7 +322,7 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
         r->coordinator_misses = 0; /* look again */
         return false;
     }
-    if (!refused && wait_for_silence(r, lost_name)) {
+    if (!refused && wait_for_silence(r, c, lost_name)) {
         return false;
     }
     r->lost[c] = true;

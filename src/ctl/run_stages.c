@@ -193,9 +193,9 @@ sdd_err run_stages_setup(struct sdd_run *r)
         }
         from->out[from->nout++] = to;
         if (from->cfg->type == SDD_STAGE_BU && from->local) {
-            /* A writer behind holds a bulk's events until the builder commits it (run_gate.c):
-             * buffers for one bulk more per output, or the builder could wait on a buffer the
-             * writer holds while the writer waits on the builder. */
+            /* A writer behind holds a poll turn's events until the builder commits them
+             * (run_gate.c); the builder sets its next bulk's buffers aside before delivering
+             * it (run_evb.c, the stash): a bulk more per output for that. */
             slots += from->cfg->evb.bulk_size;
         }
         to->first_decision |= from->cfg->type == SDD_STAGE_BU && to->cfg->type == SDD_STAGE_PROCESS;

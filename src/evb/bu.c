@@ -3,7 +3,8 @@
  * event to the next stage (the on_event callback) and then returns each slot to its RU with an
  * acknowledgement. Bulks already built are recognised by id and only acknowledged. Events that
  * miss an RU leave flagged: source lost (the RU died or went away) or timeout. A bulk is
- * delivered only while the RUs' leases hold (lease.c); one ready without them waits (held). */
+ * delivered only while the RUs' leases hold (lease.c) and its consumer has room (has_room);
+ * one ready without them waits (held). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,7 @@ enum { RU_LIVE = 0, RU_DONE, RU_DEAD };
 struct bu_set {
     bool used;
     bool resent;
-    bool held;      /* ready, waiting for the leases */
+    bool held;      /* ready, waiting for the leases or for room behind */
     bool timed_out; /* held after its event timeout */
     bool said_silent; /* warned that it waits past its timeout for a silent RU */
     uint64_t k;
@@ -196,12 +197,11 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     bu->acked = delivery;
     s->used = false;
     bu->nused--;
-    /* Last, with s retired: a failed post declares its peer dead, which delivers the sets
-     * that were waiting for that RU from in here (evb_bu_on_ru_gone). */
-    if (n->o.commit_per_bulk) {
-        evb_ctl_flush(n);
-        evb_bu_acks_left(n);
-    }
+}
+
+static bool consumer_has_room(struct sdd_evb_node *n, const struct bu_set *s)
+{
+    return n->o.has_room == NULL || n->o.has_room(events_in(n, s->k), n->o.on_event_arg);
 }
 
 /* Build s now if every live remote RU's lease holds and no bulk is in doubt (evb_bu_acks_left),
@@ -212,11 +212,13 @@ static void deliver(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     if (s->held) {
         return;
     }
-    if (n->bu->doubt_ns != 0 || !evb_lease_ok(n, sdd_now_ns())) {
+    bool lease = n->bu->doubt_ns == 0 && evb_lease_ok(n, sdd_now_ns());
+    if (!lease || !consumer_has_room(n, s)) {
         s->held = true;
         s->timed_out = timed_out;
         n->bu->nheld++;
-        n->st.lease_waits++;
+        n->st.lease_waits += !lease;
+        n->st.room_waits += lease;
         return;
     }
     build(n, s, timed_out);
@@ -495,9 +497,12 @@ int evb_bu_step(struct sdd_evb_node *n, uint64_t now)
     struct evb_bu *bu = n->bu;
     int work = 0;
     if (bu->nheld > 0 && bu->doubt_ns == 0 && evb_lease_ok(n, now)) {
-        for (uint32_t i = 0; i < bu->nsets; i++) {
+        for (uint32_t i = 0; i < bu->nsets && bu->nheld > 0; i++) {
             struct bu_set *s = &bu->sets[i];
             if (s->used && s->held) {
+                if (!consumer_has_room(n, s)) {
+                    break; /* the rest wait with it */
+                }
                 s->held = false;
                 bu->nheld--;
                 build(n, s, s->timed_out);

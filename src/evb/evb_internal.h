@@ -3,6 +3,7 @@
 #ifndef SDDAQ_EVB_INTERNAL_H
 #define SDDAQ_EVB_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -120,6 +121,7 @@ struct sdd_evb_node {
     uint64_t last_turn_ns;  /* when the last poll turn began */
     uint64_t pause_end_ns;  /* when this process last came back from a stall (0 = never) */
     bool fenced;            /* it gave up its bulks: the run is over for it (SDD_EFENCED) */
+    _Atomic bool gave_up[SDD_EVB_MAX_NODES]; /* peers declared dead (sdd_evb_node_gave_up) */
     struct evb_ru *ru;
     struct evb_bu *bu;
     struct evb_pull *pl; /* the BU's reads when pulling */

@@ -405,6 +405,12 @@ static void fence(struct sdd_evb_node *n, uint32_t node, const char *why)
     }
 }
 
+bool sdd_evb_node_gave_up(const sdd_evb_node *n, uint32_t peer)
+{
+    return n != NULL && peer < n->o.nnodes &&
+           atomic_load_explicit(&n->gave_up[peer], memory_order_acquire);
+}
+
 void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
 {
     struct evb_peer *p = &n->peers[node];
@@ -416,6 +422,7 @@ void evb_peer_dead(struct sdd_evb_node *n, uint32_t node, const char *why)
         return;
     }
     p->alive = false;
+    atomic_store_explicit(&n->gave_up[node], true, memory_order_release);
     /* Only a peer we still need is a failure; others leave at the end of the run. */
     bool needed = (n->bu_of[node] >= 0 && n->ru && !evb_ru_finished(n)) ||
                   (n->ru_of[node] >= 0 && n->bu && !p->done);

@@ -79,6 +79,16 @@ static void et_commit(uint64_t committed, bool final)
     }
 }
 
+/* Set before et_run_sig, inherited by the nodes: > 0 makes that consumer hold this many events
+ * at most, and tell the builder so (has_room), as sddaq run's writers do with their buffers. */
+static uint32_t et_room;
+
+static bool et_has_room(uint32_t events, void *arg)
+{
+    (void)arg;
+    return et_nheld + events <= et_room;
+}
+
 static void et_on_event(const struct sdd_evb_event *ev, void *arg)
 {
     (void)arg;
@@ -157,6 +167,7 @@ static void et_reset(uint64_t events)
 static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
 {
     o.on_event = et_on_event;
+    o.has_room = et_room > 0 ? et_has_room : NULL;
     et_node = o.node;
     sdd_evb_node *n = NULL;
     if (sdd_evb_node_create(&o, &n) != SDD_OK) {

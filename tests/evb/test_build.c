@@ -1,8 +1,9 @@
 /* N x M event building over one provider, as real processes: every event is built exactly once,
  * complete, with every fragment's content verified; RU-only and BU-only nodes mixed with
  * combined ones (the in-process RU->BU shortcut); fragment sizes fixed, uniform and log-normal;
- * and injected corrupt fragments that must be flagged and counted, exactly, while the run goes
- * on. */
+ * injected corrupt fragments that must be flagged and counted, exactly, while the run goes
+ * on; and a consumer with room for one bulk of uncommitted events, which the builders wait
+ * for. */
 #include "evbtest.h"
 
 /* Every test runs twice: RUs writing bulks into BU slots, and BUs reading them. */
@@ -144,8 +145,35 @@ static void test_corrupt(void)
     CHECK_EQ(ev_bad, expect);
 }
 
+/* A consumer that keeps events until they are committed, with room for one bulk: a poll turn
+ * that completes a second bulk must keep it for a later turn (whose flush commits the first).
+ * Every event is still built, and kept, exactly once. */
+static void test_room(void)
+{
+    struct sdd_evb_opts o;
+    base_opts(&o, 3, 20000);
+    o.bulk = 16;
+    o.credits = 4;
+    et_room = o.bulk;
+    int st[SDD_EVB_MAX_NODES];
+    printf("3 nodes, a consumer with room for one bulk of uncommitted events\n");
+    CHECK_REQUIRE(et_run(o, -1, 0, st) == 0);
+    et_room = 0;
+    check_all_built_once(&o, st, 3);
+    struct et_tally t = et_count(o.events);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
+    uint64_t waits = 0;
+    for (int i = 0; i < 3; i++) {
+        waits += et_sh->stats[i].room_waits;
+    }
+    CHECK(waits > 0);
+    printf("  %llu bulks waited for room\n", (unsigned long long)waits);
+}
+
 static void all_tests(void)
 {
+    test_room();
     test_combined();
     test_split_roles();
     test_one_credit();

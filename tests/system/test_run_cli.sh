@@ -229,6 +229,37 @@ out=$("$sddaq" inspect "$(stage "$json" out detail)") || fail "readout: inspect"
 grep -q "^records  *10000$" <<<"$out" || fail "readout: records: $out"
 grep -q "^flags  *$((10000 - inc)) clean, $inc flagged" <<<"$out" || fail "readout: flags: $out"
 
+# 5d. A writer behind two builder units on short rings (depth 64): it holds each poll turn's
+# events until the builders commit them, so a builder must set its next bulk's buffers aside
+# before delivering it, or wait for a later turn. Before that, the builders took buffers as
+# they went and the run hung after about 1500 events (ETIMEDOUT).
+cat >"$dir/tight.yaml" <<EOF
+run: {name: tight, output_dir: $dir/tight}
+fabric: {provider: tcp}
+nodes: [{name: n, control_port: 0}]
+stages:
+  - {name: s0, type: source, kind: evb-emu, fragment: {dist: uniform, size: 256}}
+  - {name: s1, type: source, kind: evb-emu, fragment: {dist: uniform, size: 256}}
+  - {name: ru0, type: ru, bulk_size: 64, credits: 8}
+  - {name: ru1, type: ru, bulk_size: 64, credits: 8}
+  - {name: bu0, type: bu, bulk_size: 64, credits: 8}
+  - {name: bu1, type: bu, bulk_size: 64, credits: 8}
+  - {name: out, type: writer, format: raw}
+links:
+  - {from: s0, to: ru0}
+  - {from: s1, to: ru1}
+  - {from: ru0, to: bu0}
+  - {from: ru0, to: bu1}
+  - {from: ru1, to: bu0}
+  - {from: ru1, to: bu1}
+  - {from: bu0, to: out, depth: 64}
+  - {from: bu1, to: out, depth: 64}
+EOF
+json=$("$sddaq" run "$dir/tight.yaml" -n 100000 -q --no-http --json 2>"$dir/tight.err") ||
+    fail "tight rings: $json $(cat "$dir/tight.err")"
+ok_run "$json" "tight rings"
+[ "$(stage "$json" out events_out)" = 100000 ] || fail "tight rings: raw records: $json"
+
 # 6. Topologies the runtime cannot run yet, and broken ones: exit 2 and a message.
 "$sddaq" run "$examples/two-host-evb.yaml" -q --no-http >/dev/null 2>"$dir/e.txt"
 [ $? = 2 ] || fail "two-host: exit"
