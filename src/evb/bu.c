@@ -257,15 +257,13 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
     const struct sdd_evb_bulk_hdr *h = (const void *)p;
     uint64_t k = avail >= sizeof(*h) ? h->bulk_id : UINT64_MAX;
     if (!evb_bulk_header_ok(p, avail, ru, n->o.bulk, n->o.events)) {
-        uint64_t nbulks = (n->o.events + n->o.bulk - 1) / n->o.bulk;
-        bool past_end =
-            avail >= sizeof(*h) && h->magic == SDD_EVB_BULK_MAGIC && h->ru == ru && k >= nbulks;
+        bool past_end = evb_bulk_refusal(p, avail, ru, n->o.bulk, n->o.events) == EVB_BULK_PAST_END;
         bool say = evb_count_bad(n);
         if (say && past_end) {
             SDD_WARN(LOG,
                      "BU %u: dropped bulk %llu from RU %u, past the end this node agreed (%llu "
                      "bulks): that RU did not agree, the run split (%llu bulks dropped so far)",
-                     bu->b, (unsigned long long)k, ru, (unsigned long long)nbulks,
+                     bu->b, (unsigned long long)k, ru, (unsigned long long)n->nbulks,
                      (unsigned long long)n->st.bulks_bad);
         } else if (say) {
             SDD_WARN(LOG,

@@ -82,13 +82,28 @@ long sdd_evb_source_fill(void *dst, size_t cap, uint16_t source, uint64_t event_
     return (long)total;
 }
 
+static uint64_t bulks_in(uint64_t events, uint32_t bulk)
+{
+    return (events + bulk - 1) / bulk;
+}
+
+enum evb_bulk_refusal evb_bulk_refusal(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
+                                       uint64_t events)
+{
+    const struct sdd_evb_bulk_hdr *h = p;
+    bool past_end = avail >= sizeof(*h) && bulk != 0 && h->magic == SDD_EVB_BULK_MAGIC &&
+                    h->version == SDD_EVB_VERSION && h->ru == ru &&
+                    h->bulk_id >= bulks_in(events, bulk);
+    return past_end ? EVB_BULK_PAST_END : EVB_BULK_MALFORMED;
+}
+
 bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk, uint64_t events)
 {
     const struct sdd_evb_bulk_hdr *h = p;
     if (avail < sizeof(*h) || bulk == 0) {
         return false;
     }
-    uint64_t nbulks = (events + bulk - 1) / bulk;
+    uint64_t nbulks = bulks_in(events, bulk);
     uint64_t k = h->bulk_id;
     if (h->magic != SDD_EVB_BULK_MAGIC || h->version != SDD_EVB_VERSION || h->ru != ru ||
         h->source != ru || h->bytes > avail || k >= nbulks || h->first_event != k * bulk) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "evb/evb_internal.h"
 #include "sddaq/evb.h"
 
 static void test_crc(void)
@@ -187,8 +188,44 @@ static void test_bad_opts(void)
     sdd_evb_node_destroy(NULL);
 }
 
+/* A BU's check of a bulk header: bulk 2 of RU 1 in a run of 100 events in bulks of 32 (4
+ * bulks, the last of 4 events). A well-formed bulk whose id lies past the run's end is told
+ * apart from a malformed one: it means the RU did not agree on the end (the run split). */
+static void test_bulk_header(void)
+{
+    uint8_t buf[sizeof(struct sdd_evb_bulk_hdr) + 32 * sizeof(struct sdd_evb_frag_meta)];
+    memset(buf, 0, sizeof(buf));
+    struct sdd_evb_bulk_hdr h = {.magic = SDD_EVB_BULK_MAGIC,
+                                 .version = SDD_EVB_VERSION,
+                                 .source = 1,
+                                 .nfrag = 32,
+                                 .bytes = sizeof(buf),
+                                 .bulk_id = 2,
+                                 .first_event = 64,
+                                 .ru = 1};
+    memcpy(buf, &h, sizeof(h));
+    CHECK(evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 100));
+    CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 0, 32, 100)); /* another RU's slot */
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 0, 32, 100), EVB_BULK_MALFORMED);
+    CHECK(!evb_bulk_header_ok(buf, sizeof(h) - 1, 1, 32, 100)); /* truncated */
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(h) - 1, 1, 32, 100), EVB_BULK_MALFORMED);
+    /* The run was ended after 2 bulks (64 events) here; the RU went on to bulk 2. */
+    CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 64));
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 64), EVB_BULK_PAST_END);
+    h.magic ^= 1; /* past the end, but not a bulk at all */
+    memcpy(buf, &h, sizeof(h));
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 64), EVB_BULK_MALFORMED);
+    h.magic ^= 1;
+    h.first_event = 63; /* inside the run, inconsistent */
+    memcpy(buf, &h, sizeof(h));
+    CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 100));
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 100), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 0, 100), EVB_BULK_MALFORMED);
+}
+
 int main(void)
 {
+    test_bulk_header();
     test_crc();
     test_fragment();
     test_sizes();
