@@ -146,8 +146,9 @@ static void test_corrupt(void)
 }
 
 /* A consumer that keeps events until they are committed, with room for one bulk: a poll turn
- * that completes a second bulk must keep it for a later turn (whose flush commits the first).
- * Every event is still built, and kept, exactly once. */
+ * that completes a second bulk must keep it for a later turn (whose flush commits the first);
+ * it also refuses every third ask outright. Every event is still built, and kept, exactly
+ * once. */
 static void test_room(void)
 {
     struct sdd_evb_opts o;
