@@ -56,6 +56,28 @@ static bool dups_only_at_failure(const struct et_tally *t, const struct sdd_evb_
     return t->dup <= (uint64_t)o->credits * o->bulk && dup_not_at_failure(o->events, failed) == 0;
 }
 
+/* A committing consumer keeps what its node committed once the node's poll returns; a node
+ * that dies in between takes those events with it: built by it alone, never re-sent (their
+ * acknowledgements had left), at most one poll turn's deliveries (2 x credits bulks). CI saw
+ * it once, under ASan, for a BU stopped for good. Any other event left unkept is a fault. */
+static bool kept_lost_only_at_failure(const struct et_tally *t, const struct sdd_evb_opts *o,
+                                      int failed)
+{
+    uint64_t bit = 1ull << failed, wrong = 0;
+    for (uint64_t e = 0; e < o->events; e++) {
+        bool alone = atomic_load(&et_sh->builders[e]) == bit && atomic_load(&et_sh->count[e]) == 1;
+        if (atomic_load(&et_sh->kept[e]) == 0 && !alone && wrong++ < 3) {
+            fprintf(stderr, "event %llu kept by nobody, not at the failure\n",
+                    (unsigned long long)e);
+        }
+    }
+    if (t->kept_lost > 0) {
+        printf("  %llu events committed by the failed node and not yet kept there\n",
+               (unsigned long long)t->kept_lost);
+    }
+    return wrong == 0 && t->kept_lost <= 2ull * o->credits * o->bulk;
+}
+
 static void test_kill_bu(void)
 {
     struct sdd_evb_opts o;
@@ -74,7 +96,7 @@ static void test_kill_bu(void)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK(dups_only_at_failure(&t, &o, 3));
-    CHECK_EQ(t.kept_lost, 0);
+    CHECK(kept_lost_only_at_failure(&t, &o, 3));
     CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.incomplete, 0);
     CHECK_EQ(t.corrupt, 0);
@@ -118,7 +140,11 @@ static void stop_bu(bool cont)
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK(dups_only_at_failure(&t, &o, 2));
-    CHECK_EQ(t.kept_lost, 0);
+    if (cont) {
+        CHECK_EQ(t.kept_lost, 0); /* it ran again: it kept what it had committed */
+    } else {
+        CHECK(kept_lost_only_at_failure(&t, &o, 2));
+    }
     CHECK_EQ(t.kept_dup, 0);
     CHECK_EQ(t.complete, o.events);
     for (int i = 0; i < 2; i++) {
@@ -293,6 +319,7 @@ static void test_kill_mid_delivery(void)
      * whose acknowledgements still waited for a flush: at most credits - 1 of them. */
     CHECK(t.dup % o.bulk == 6 && t.dup < (uint64_t)o.credits * o.bulk);
     CHECK_EQ(dup_not_at_failure(o.events, killed), 0);
+    CHECK(kept_lost_only_at_failure(&t, &o, killed));
     CHECK_EQ(t.kept_dup, 0);
     printf("  %llu events built twice, all flagged RESENT; kept by a committing consumer: "
            "%llu lost, %llu twice\n",
