@@ -4,7 +4,7 @@
 # raw writer and a feedback stage (or a 2-thread prescale and an HDF5 writer). Every run must
 # end OK within 60 s with every event accounted for, and no builder may stall on the way (a
 # builder that waits inside a delivery for a buffer a writer holds goes silent for seconds:
-# "in doubt", "silent for N ms"). Before the builder set a bulk's buffers aside first, 13 of 96
+# "in doubt", "silent for N ms"). Before the builder set a bulk's buffers aside first, 13 of 92
 # such tcp runs stalled and 7 hung for a minute (session 19).
 # Usage: bash test_run_matrix.sh PATH/TO/sddaq
 set -u -o pipefail
