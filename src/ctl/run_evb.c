@@ -165,6 +165,12 @@ static void on_event(const struct sdd_evb_event *ev, void *arg)
     }
 }
 
+/* The node's ru stage, or its bu stage when it has no RU: its name, its config node. */
+static struct run_stage *either_stage(const struct run_evb_node *e)
+{
+    return e->ru != NULL ? e->ru : e->bu;
+}
+
 /* Before each delivery: the buffers its events will take, taken now. Without them the
  * delivery waits for a later poll turn, whose end commits what the writers behind hold. */
 static bool bu_has_room(uint32_t events, void *arg)
@@ -613,7 +619,7 @@ sdd_err run_evb_setup(struct sdd_run *r)
         err = sdd_evb_node_create(&no, &e->n);
         if (err != SDD_OK) {
             SDD_ERROR(LOG, "%s: cannot create the event-builder node on %s:%u: %s",
-                      (e->ru ? e->ru : e->bu)->cfg->name, e->host, e->port, sdd_strerror(err));
+                      either_stage(e)->cfg->name, e->host, e->port, sdd_strerror(err));
         } else {
             e->port = sdd_evb_node_port(e->n);
             if (e->bu != NULL) { /* what transfer: auto chose, for the summary */
@@ -687,23 +693,18 @@ void run_evb_readout_stop(struct sdd_run *r)
     }
 }
 
-static const char *node_of(const struct run_evb_node *e)
-{
-    return (e->ru != NULL ? e->ru : e->bu)->cfg->node;
-}
-
 int run_evb_gave_up(const struct sdd_run *r, size_t node)
 {
     const char *name = r->cfg->nodes[node].name;
     int verdict = -1;
     for (uint32_t i = 0; i < r->nevb; i++) {
         const struct run_evb_node *e = &r->evb[i];
-        const struct run_stage *s = e->ru != NULL ? e->ru : e->bu;
+        const struct run_stage *s = either_stage(e);
         if (!e->local || e->n == NULL || !e->started || atomic_load(&s->live) == 0) {
             continue; /* its heartbeats stopped: it judges nobody any more */
         }
         for (uint32_t j = 0; j < r->nevb; j++) {
-            if (j == i || strcmp(node_of(&r->evb[j]), name) != 0) {
+            if (j == i || strcmp(either_stage(&r->evb[j])->cfg->node, name) != 0) {
                 continue;
             }
             if (!sdd_evb_node_gave_up(e->n, j)) {

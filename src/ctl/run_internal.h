@@ -178,7 +178,7 @@ struct run_evb_node {
     struct run_evb_metrics xm;
     struct run_commit commit; /* the BU's commit mark, for the stages behind it */
     struct run_stash stash;   /* buffers for the BU's next delivery (node thread only) */
-    uint32_t bufs_per_event;  /* pool buffers one of its events can take (run_stash_size) */
+    uint32_t bufs_per_event;  /* pool buffers one of its events can take (run_bufs_per_event) */
     uint64_t test_stall_at;   /* event id + 1: SDDAQ_TEST_STALL_EVENT (node thread only) */
     uint64_t pub_ns;   /* next publish_evb() */
     uint64_t flush_ns; /* next run_counts_flush() of the inline stages' counts */
@@ -194,7 +194,7 @@ struct sdd_run {
     bool coordinator;                /* the node that ends the run for all (run.coordinator) */
     bool lost[SDD_CFG_MAX_NODES];    /* coordinator: nodes that stopped answering */
     uint64_t watch_ns;               /* the other nodes: next look at the coordinator */
-    unsigned coordinator_misses;     /* ... and how often in a row it did not answer */
+    bool coordinator_missed;         /* ... and whether it did not answer the last look */
     uint64_t coordinator_silent_ns;  /* ... since when (the first miss of this row) */
     bool silent_wait_said;           /* warned that it waits out a silent coordinator */
     bool cut_off_said;               /* warned that it was cut off from most nodes */

@@ -273,12 +273,12 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     if (c < 0 || r->lost[c]) {
         return false;
     }
-    if (r->coordinator_misses == 0) { /* it answered last time: ask it alone */
+    if (!r->coordinator_missed) { /* it answered last time: ask it alone */
         if (probe(r, (size_t)c) == SDD_OK) {
             r->silent_wait_said = false;
             return false;
         }
-        r->coordinator_misses = 1;
+        r->coordinator_missed = true;
         r->coordinator_silent_ns = now;
         return false;
     }
@@ -300,7 +300,7 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
     size_t n = probe_others(r, which, errs);
     for (size_t k = 0; k < n; k++) {
         if ((long)which[k] == c && errs[k] == SDD_OK) {
-            r->coordinator_misses = 0; /* it answers again */
+            r->coordinator_missed = false; /* it answers again */
             r->silent_wait_said = false;
             return false;
         }
@@ -319,7 +319,7 @@ bool run_remote_watch(struct sdd_run *r, uint64_t now)
                      lost_name, reached, maybe_alive);
             r->cut_off_said = true;
         }
-        r->coordinator_misses = 0; /* look again */
+        r->coordinator_missed = false; /* look again */
         return false;
     }
     if (!refused && wait_for_silence(r, c, lost_name)) {

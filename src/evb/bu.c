@@ -256,10 +256,10 @@ static void bulk_arrived_(struct sdd_evb_node *n, uint32_t ru, const uint8_t *p,
     struct evb_bu *bu = n->bu;
     const struct sdd_evb_bulk_hdr *h = (const void *)p;
     uint64_t k = avail >= sizeof(*h) ? h->bulk_id : UINT64_MAX;
-    if (!evb_bulk_header_ok(p, avail, ru, n->o.bulk, n->o.events)) {
-        bool past_end = evb_bulk_refusal(p, avail, ru, n->o.bulk, n->o.events) == EVB_BULK_PAST_END;
+    enum evb_bulk_verdict v = evb_bulk_check(p, avail, ru, n->o.bulk, n->o.events);
+    if (v != EVB_BULK_OK) {
         bool say = evb_count_bad(n);
-        if (say && past_end) {
+        if (say && v == EVB_BULK_PAST_END) {
             SDD_WARN(LOG,
                      "BU %u: dropped bulk %llu from RU %u, past the end this node agreed (%llu "
                      "bulks): that RU did not agree, the run split (%llu bulks dropped so far)",

@@ -29,12 +29,13 @@ uint64_t evb_mix64(uint64_t x);
 /* format.c: the checks a BU makes of bytes an RU wrote into its slot (fuzzed by
  * tests/fuzz/fuzz_evb_bulk.c). A bulk of avail bytes must be bulk k of RU `ru` in a run of
  * `events` events in bulks of `bulk`, k < nbulks; its header and metadata must lie inside. */
+/* EVB_BULK_PAST_END: a header of that RU whose bulk id lies past the run's end (the RU did not
+ * agree on the end: the run split); anything else wrong is EVB_BULK_MALFORMED. */
+enum evb_bulk_verdict { EVB_BULK_OK, EVB_BULK_MALFORMED, EVB_BULK_PAST_END };
+enum evb_bulk_verdict evb_bulk_check(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
+                                     uint64_t events);
+/* evb_bulk_check() == EVB_BULK_OK. */
 bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk, uint64_t events);
-/* Why evb_bulk_header_ok refused a bulk: a well-formed header of that RU whose bulk id lies
- * past the run's end (the RU did not agree on the end: the run split), or anything else. */
-enum evb_bulk_refusal { EVB_BULK_MALFORMED, EVB_BULK_PAST_END };
-enum evb_bulk_refusal evb_bulk_refusal(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
-                                       uint64_t events);
 /* Entry i of a bulk that passed evb_bulk_header_ok: for event `id`, and its fragment inside
  * the bulk after the metadata. */
 bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id);

@@ -82,37 +82,32 @@ long sdd_evb_source_fill(void *dst, size_t cap, uint16_t source, uint64_t event_
     return (long)total;
 }
 
-static uint64_t bulks_in(uint64_t events, uint32_t bulk)
-{
-    return (events + bulk - 1) / bulk;
-}
-
-enum evb_bulk_refusal evb_bulk_refusal(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
-                                       uint64_t events)
+enum evb_bulk_verdict evb_bulk_check(const void *p, size_t avail, uint32_t ru, uint32_t bulk,
+                                     uint64_t events)
 {
     const struct sdd_evb_bulk_hdr *h = p;
-    bool past_end = avail >= sizeof(*h) && bulk != 0 && h->magic == SDD_EVB_BULK_MAGIC &&
-                    h->version == SDD_EVB_VERSION && h->ru == ru &&
-                    h->bulk_id >= bulks_in(events, bulk);
-    return past_end ? EVB_BULK_PAST_END : EVB_BULK_MALFORMED;
+    if (avail < sizeof(*h) || bulk == 0 || h->magic != SDD_EVB_BULK_MAGIC ||
+        h->version != SDD_EVB_VERSION || h->ru != ru) {
+        return EVB_BULK_MALFORMED;
+    }
+    uint64_t nbulks = (events + bulk - 1) / bulk;
+    uint64_t k = h->bulk_id;
+    if (k >= nbulks) {
+        return EVB_BULK_PAST_END;
+    }
+    if (h->source != ru || h->bytes > avail || h->first_event != k * bulk) {
+        return EVB_BULK_MALFORMED;
+    }
+    uint64_t first = k * bulk;
+    uint64_t nev = events - first < bulk ? events - first : bulk;
+    bool ok = h->nfrag == nev &&
+              sizeof(*h) + (uint64_t)h->nfrag * sizeof(struct sdd_evb_frag_meta) <= h->bytes;
+    return ok ? EVB_BULK_OK : EVB_BULK_MALFORMED;
 }
 
 bool evb_bulk_header_ok(const void *p, size_t avail, uint32_t ru, uint32_t bulk, uint64_t events)
 {
-    const struct sdd_evb_bulk_hdr *h = p;
-    if (avail < sizeof(*h) || bulk == 0) {
-        return false;
-    }
-    uint64_t nbulks = bulks_in(events, bulk);
-    uint64_t k = h->bulk_id;
-    if (h->magic != SDD_EVB_BULK_MAGIC || h->version != SDD_EVB_VERSION || h->ru != ru ||
-        h->source != ru || h->bytes > avail || k >= nbulks || h->first_event != k * bulk) {
-        return false;
-    }
-    uint64_t first = k * bulk;
-    uint64_t nev = events - first < bulk ? events - first : bulk;
-    return h->nfrag == nev &&
-           sizeof(*h) + (uint64_t)h->nfrag * sizeof(struct sdd_evb_frag_meta) <= h->bytes;
+    return evb_bulk_check(p, avail, ru, bulk, events) == EVB_BULK_OK;
 }
 
 bool evb_bulk_entry_ok(const void *p, uint32_t i, uint64_t id)

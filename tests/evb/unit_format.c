@@ -206,21 +206,21 @@ static void test_bulk_header(void)
     memcpy(buf, &h, sizeof(h));
     CHECK(evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 100));
     CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 0, 32, 100)); /* another RU's slot */
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 0, 32, 100), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(buf), 0, 32, 100), EVB_BULK_MALFORMED);
     CHECK(!evb_bulk_header_ok(buf, sizeof(h) - 1, 1, 32, 100)); /* truncated */
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(h) - 1, 1, 32, 100), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(h) - 1, 1, 32, 100), EVB_BULK_MALFORMED);
     /* The run was ended after 2 bulks (64 events) here; the RU went on to bulk 2. */
     CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 64));
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 64), EVB_BULK_PAST_END);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(buf), 1, 32, 64), EVB_BULK_PAST_END);
     h.magic ^= 1; /* past the end, but not a bulk at all */
     memcpy(buf, &h, sizeof(h));
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 64), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(buf), 1, 32, 64), EVB_BULK_MALFORMED);
     h.magic ^= 1;
     h.first_event = 63; /* inside the run, inconsistent */
     memcpy(buf, &h, sizeof(h));
     CHECK(!evb_bulk_header_ok(buf, sizeof(buf), 1, 32, 100));
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 32, 100), EVB_BULK_MALFORMED);
-    CHECK_EQ(evb_bulk_refusal(buf, sizeof(buf), 1, 0, 100), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(buf), 1, 32, 100), EVB_BULK_MALFORMED);
+    CHECK_EQ(evb_bulk_check(buf, sizeof(buf), 1, 0, 100), EVB_BULK_MALFORMED);
 }
 
 int main(void)
