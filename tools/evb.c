@@ -72,6 +72,8 @@ static void usage(FILE *out)
             "      --record FILE    run: append 16-byte records (event, flags, present) per event\n"
             "      --kill NODE --kill-after EVENTS   launch: SIGKILL NODE after EVENTS built\n"
             "      --wait MODE      adaptive | spin | block (default adaptive)\n"
+            "      --spin-us N      adaptive: poll N us before yielding or sleeping (default\n"
+            "                       20; 0 over shm with more nodes than CPUs)\n"
             "      --pin            launch: node i runs on CPU i mod the CPU count\n"
             "      --json           one JSON object per result\n"
             "  bench: (default --verify header) --frag-sizes L, --bulks L, --credit-list L (lists "
@@ -109,6 +111,7 @@ enum {
     O_REPEAT,
     O_PIN,
     O_WAIT,
+    O_SPIN,
     O_TRANSFER,
 };
 
@@ -255,6 +258,14 @@ static int parse_option(struct evb_cli *c, int opt, const char *arg)
                        : strcmp(arg, "block") == 0  ? SDD_WAIT_BLOCK
                                                     : -1;
         return o->wait_mode >= 0 ? 0 : -1;
+    case O_SPIN: {
+        uint32_t us;
+        if (cli_parse_u32(arg, &us, 1000000) != 0) {
+            return -1;
+        }
+        o->spin_us = (int32_t)us;
+        return 0;
+    }
     case O_REPEAT:
         return u32_arg(arg, 1, 99, &c->repeat);
     case O_PIN:
@@ -302,6 +313,7 @@ static int parse_args(int argc, char **argv, struct evb_cli *c)
         {"repeat", required_argument, NULL, O_REPEAT},
         {"pin", no_argument, NULL, O_PIN},
         {"wait", required_argument, NULL, O_WAIT},
+        {"spin-us", required_argument, NULL, O_SPIN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -499,6 +511,7 @@ struct launch_result {
     double detect_ms;
     uint32_t transfer; /* node 0's: SDD_EVB_TRANSFER_WRITE or _READ (every node agrees) */
     uint32_t announce; /* node 0's: sdd_evb_announce */
+    uint32_t spin_us;  /* node 0's adaptive spin, resolved */
 };
 
 static void *shared_map(size_t len)
@@ -651,6 +664,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     }
     res->transfer = g_sh->st[0].transfer;
     res->announce = g_sh->st[0].announce;
+    res->spin_us = g_sh->st[0].spin_us;
     if (res->secs > 0) {
         res->gbps_net = (double)res->net_bytes * 8e-9 / res->secs;
         res->gbps_built = (double)res->built_bytes * 8e-9 / res->secs;
@@ -673,17 +687,18 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64
                ",\"net_Gbps\":%.3f,\"built_Gbps\":%.3f,\"events_per_s\":%.0f,\"cpu_ru\":%.3f,"
                "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f,"
-               "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\",\"announce\":\"%s\"}\n",
+               "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\",\"announce\":\"%s\","
+               "\"spin_us\":%u}\n",
                o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, o->credits,
                o->src.mean, r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete,
                r->corrupt, r->gbps_net, r->gbps_built, r->evps, r->cpu_ru, r->cpu_bu, r->cpu_proc,
                r->detect_ms, r->failover_ms, r->dup_at_kill, sdd_evb_transfer_name(r->transfer),
-               sdd_evb_announce_name(r->announce));
+               sdd_evb_announce_name(r->announce), r->spin_us);
     } else {
         printf("evb launch: %u nodes over %s, %" PRIu64 " events, bulk %u, credits %u, "
-               "fragment %u B, bulks %s%s\n",
+               "fragment %u B, idle spin %u us, bulks %s%s\n",
                o->nnodes, o->provider ? o->provider : "auto", o->events, o->bulk, o->credits,
-               o->src.mean,
+               o->src.mean, o->wait_mode == SDD_WAIT_ADAPTIVE ? r->spin_us : 0,
                r->transfer == SDD_EVB_TRANSFER_READ ? "read by the BUs" : "written by the RUs",
                r->transfer == SDD_EVB_TRANSFER_READ         ? ""
                : r->announce == SDD_EVB_ANNOUNCE_IMM        ? " with immediate data"

@@ -206,6 +206,11 @@ struct sdd_evb_feed {
 struct sdd_evb_opts {
     const char *provider; /* fabric provider (NULL = auto) */
     int wait_mode;        /* sdd_wait_mode of the endpoint (default SDD_WAIT_ADAPTIVE) */
+    /* SDD_WAIT_ADAPTIVE: poll this long for work before yielding the core (shm) or sleeping on
+     * the completion fd. -1 (default): 20 us, or 0 over shm when the run has more nodes than
+     * this host has CPUs (every shm node is on it): a spinning node would hold the core that
+     * its peer needs to make the progress it waits for (docs/evb.md "Waiting"). */
+    int32_t spin_us;
     const char *host;     /* this node's listen address (NULL = all) */
     uint16_t port;        /* this node's listen port (0 = any) */
     uint32_t node;        /* this node's index in the node list */
@@ -276,6 +281,7 @@ struct sdd_evb_stats {
     uint64_t cpu_ns;                 /* process CPU time (user + system) */
     uint32_t transfer;               /* what auto resolved to: SDD_EVB_TRANSFER_WRITE or _READ */
     uint32_t announce;               /* sdd_evb_announce: how written bulks were announced */
+    uint32_t spin_us;                /* what spin_us resolved to (the adaptive wait's spin) */
     uint32_t fenced;                 /* 1: this node fenced itself (its run ended SDD_EFENCED) */
 };
 

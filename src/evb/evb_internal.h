@@ -110,6 +110,7 @@ struct sdd_evb_node {
     sdd_evb_announce announce; /* how a BU learns that a written bulk is in its slot */
     bool huge_pages; /* RU pool and BU slots on huge pages (sdd_bigbuf_huge_for) */
     bool pull;       /* BUs read announced bulks from the RUs' pools (else RUs write them) */
+    uint64_t spin_ns; /* adaptive wait: how long idle() polls before it yields or sleeps */
     /* control messages */
     sdd_mr *ctl_mr;
     struct evb_ctl *ctl_rx, *ctl_tx;

@@ -33,6 +33,7 @@ void sdd_evb_opts_default(struct sdd_evb_opts *o)
     o->hb_ms = 100;
     o->dead_ms = 2000;
     o->event_timeout_ms = 5000;
+    o->spin_us = -1;
 }
 
 static const char *const transfer_names[] = {"auto", "write", "read"}; /* enum order */
@@ -79,6 +80,25 @@ static bool shm_has_cma(void)
     return scope == 0;
 }
 
+/* The host's CPUs, not this process's affinity: a launcher may have pinned the node to one. */
+static uint32_t host_cpus(void)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 ? (uint32_t)cpus : 1;
+}
+
+/* Measured (docs/PERFORMANCE.md, session 20, pairs): over shm with more nodes than CPUs the
+ * 20 us spin costs about 5-15 % of the builder's events/s; with a CPU per node it gains up to
+ * 20 %. Over tcp it made no difference either way (the polls are system calls). */
+static uint64_t spin_ns(const struct sdd_evb_opts *o, const char *provider)
+{
+    if (o->spin_us >= 0) {
+        return (uint64_t)o->spin_us * SDD_NS_PER_US;
+    }
+    bool shm = provider != NULL && strncmp(provider, "shm", 3) == 0;
+    return shm && o->nnodes > host_cpus() ? 0 : 20 * SDD_NS_PER_US;
+}
+
 bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
 {
     if (o->transfer != SDD_EVB_TRANSFER_AUTO) {
@@ -88,9 +108,8 @@ bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
      * node (up to 30 % in some VM states); they lose 20-40 % with more nodes than CPUs, ~8 %
      * over shm without CMA and ~25 % over tcp, where rxm emulates them. shm nodes share one
      * host: its CPUs are theirs. */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return provider != NULL && strncmp(provider, "shm", 3) == 0 && cpus > 0 &&
-           o->nnodes <= (uint32_t)cpus && shm_has_cma();
+    return provider != NULL && strncmp(provider, "shm", 3) == 0 && o->nnodes <= host_cpus() &&
+           shm_has_cma();
 }
 
 static uint64_t hash_add(uint64_t h, uint64_t v)
@@ -255,6 +274,7 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
     n->info = sdd_ep_info(n->ep);
     n->announce = choose_announce(n->info);
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
+    n->spin_ns = spin_ns(&n->o, n->info->provider);
     n->cfg_hash = hash_add(n->cfg_hash, n->pull);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
     size_t ctl_bytes = sizeof(struct evb_ctl) * EVB_CTL_BATCH * (EVB_CTL_RX + EVB_CTL_TX);
@@ -605,17 +625,17 @@ static uint64_t cpu_ns(void)
 }
 
 /* Nothing to do: spin briefly (a completion usually follows within microseconds while data
- * flows), then sleep on the completion fd for at most 200 us, or, where the provider has no
- * wait fd (shm), yield the core so that the peer processes sharing it can make the progress we
- * wait for. Sleeping a whole millisecond, as a generic wait would, stalls a pipeline that moves
- * a bulk every few tens of microseconds. */
+ * flows; not when nodes outnumber the CPUs, see spin_ns), then sleep on the completion fd for at
+ * most 200 us, or, where the provider has no wait fd (shm), yield the core so that the peer
+ * processes sharing it can make the progress we wait for. Sleeping a whole millisecond, as a
+ * generic wait would, stalls a pipeline that moves a bulk every few tens of microseconds. */
 static void idle(struct sdd_evb_node *n, int wait_ms)
 {
     struct sdd_cqe cq[64];
     uint64_t t0 = sdd_now_ns(), now = t0;
     if (n->o.wait_mode != SDD_WAIT_BLOCK) {
-        uint64_t spin = n->o.wait_mode == SDD_WAIT_SPIN ? (uint64_t)wait_ms * SDD_NS_PER_MS
-                                                        : 20 * SDD_NS_PER_US;
+        uint64_t spin =
+            n->o.wait_mode == SDD_WAIT_SPIN ? (uint64_t)wait_ms * SDD_NS_PER_MS : n->spin_ns;
         while (now - t0 < spin) {
             int got = sdd_ep_poll(n->ep, cq, 64);
             now = sdd_now_ns();
@@ -784,6 +804,7 @@ void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)
     *out = n->st;
     out->transfer = n->pull ? SDD_EVB_TRANSFER_READ : SDD_EVB_TRANSFER_WRITE;
     out->announce = n->announce;
+    out->spin_us = (uint32_t)(n->spin_ns / SDD_NS_PER_US);
     if (out->end_ns == 0 && out->start_ns != 0) {
         out->end_ns = sdd_now_ns();
         out->cpu_ns = cpu_ns() - n->st.cpu_ns;

@@ -4,7 +4,7 @@
 # unit killed with SIGKILL mid-run (no event lost or built twice); a readout unit killed (its
 # events leave flagged incomplete); injected corrupt fragments counted exactly; `evb bench`
 # with its two raw references (one-way `perf self`, all-to-all `perf mesh`); bulks read by the
-# BUs, and nodes of different transfer modes refused; usage errors.
+# BUs, and nodes of different transfer modes refused; the idle wait's spin; usage errors.
 # Usage: test_evb_cli.sh PATH_TO_SDDAQ
 set -uo pipefail
 sddaq=${1:?usage: test_evb_cli.sh PATH_TO_SDDAQ}
@@ -131,6 +131,25 @@ check "mixed transfer modes named" grep -q "different options" "$work/mix0.err" 
 "$sddaq" evb launch --transfer sideways >/dev/null 2>"$work/t.err"
 check "bad transfer rejected" test $? -eq 2
 check "bad transfer named" grep -q -- "--transfer" "$work/t.err"
+
+# 7b. Waiting: over shm with more nodes than CPUs the idle loop must not spin (a spinning node
+#     holds the core its peer needs); over tcp it keeps the 20 us spin; --spin-us overrides.
+cpus=$(getconf _NPROCESSORS_ONLN)
+if [ "$cpus" -lt 8 ]; then
+    "$sddaq" evb launch -n $((cpus + 1)) -p shm -e 20000 --json >"$work/w.json" 2>/dev/null
+    check "shm, nodes > CPUs: exit status" test $? -eq 0
+    check "shm, nodes > CPUs: no spin" test "$(field "$work/w.json" spin_us)" = 0
+    check "shm, nodes > CPUs: all complete" test "$(field "$work/w.json" complete)" = 20000
+fi
+"$sddaq" evb launch -n 2 -p tcp -e 20000 --json >"$work/w.json" 2>/dev/null
+check "tcp: spins by default" test "$(field "$work/w.json" spin_us)" = 20
+"$sddaq" evb launch -n 2 -p tcp -e 20000 --spin-us 0 --json >"$work/w.json" 2>/dev/null
+check "spin 0: exit status" test $? -eq 0
+check "spin 0: reported" test "$(field "$work/w.json" spin_us)" = 0
+check "spin 0: all complete" test "$(field "$work/w.json" complete)" = 20000
+"$sddaq" evb launch --spin-us -5 >/dev/null 2>"$work/w.err"
+check "bad spin rejected" test $? -eq 2
+check "bad spin named" grep -q -- "--spin-us" "$work/w.err"
 
 # 8. Usage errors are clear and exit 2.
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
