@@ -589,10 +589,17 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         int st = 0;
         waitpid(pids[i], &st, 0);
         bool killed = (int)i == c->kill_node;
-        if (!killed && (!WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
-            fprintf(stderr, "sddaq evb: node %u failed (status %d)\n", i, st);
-            all_ok = false;
+        if (killed || (WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            continue;
         }
+        if (WIFSIGNALED(st)) {
+            fprintf(stderr, "sddaq evb: node %u died of signal %d (%s)\n", i, WTERMSIG(st),
+                    strsignal(WTERMSIG(st)));
+        } else {
+            fprintf(stderr, "sddaq evb: node %u failed (exit %d)\n", i,
+                    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        }
+        all_ok = false;
     }
     uint64_t t0 = UINT64_MAX, t1 = 0;
     uint32_t counted = 0;

@@ -231,6 +231,11 @@ struct sdd_ep_stats {
 };
 SDD_API void sdd_ep_stats(const sdd_ep *ep, struct sdd_ep_stats *out);
 
+/* Does libfabric's shm provider copy by cross-memory attach here (process_vm_readv: the
+ * initiator of a transfer copies), or through the target's bounce buffers (FI_SHM_DISABLE_CMA
+ * set, or Yama's ptrace_scope > 0)? */
+SDD_API bool sdd_shm_has_cma(void);
+
 /* Names for sdd_cqe_kind, for logs. */
 SDD_API const char *sdd_cqe_kind_name(sdd_cqe_kind kind);
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -59,27 +58,6 @@ const char *sdd_evb_transfer_name(sdd_evb_transfer t)
     return (unsigned)t <= SDD_EVB_TRANSFER_READ ? transfer_names[t] : "auto";
 }
 
-/* libfabric's shm copies by cross-memory attach, which the initiator of a read does itself,
- * unless told not to (FI_SHM_DISABLE_CMA) or unless Yama forbids sibling processes to read each
- * other (ptrace_scope > 0); then data goes through the target's bounce buffers. */
-static bool shm_has_cma(void)
-{
-    const char *off = getenv("FI_SHM_DISABLE_CMA");
-    if (off != NULL && (strcmp(off, "1") == 0 || strcasecmp(off, "true") == 0 ||
-                        strcasecmp(off, "yes") == 0 || strcasecmp(off, "on") == 0)) {
-        return false;
-    }
-    int scope = 0;
-    FILE *f = fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
-    if (f != NULL) {
-        if (fscanf(f, "%d", &scope) != 1) {
-            scope = 0;
-        }
-        fclose(f);
-    }
-    return scope == 0;
-}
-
 /* The host's CPUs, not this process's affinity: a launcher may have pinned the node to one. */
 static uint32_t host_cpus(void)
 {
@@ -109,7 +87,7 @@ bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
      * over shm without CMA and ~25 % over tcp, where rxm emulates them. shm nodes share one
      * host: its CPUs are theirs. */
     return provider != NULL && strncmp(provider, "shm", 3) == 0 && o->nnodes <= host_cpus() &&
-           shm_has_cma();
+           sdd_shm_has_cma();
 }
 
 static uint64_t hash_add(uint64_t h, uint64_t v)
@@ -272,6 +250,11 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         goto out_free;
     }
     n->info = sdd_ep_info(n->ep);
+    if (strncmp(n->info->provider, "shm", 3) == 0 && !sdd_shm_has_cma()) {
+        SDD_WARN(LOG, "shm without cross-memory attach (FI_SHM_DISABLE_CMA, or Yama's "
+                      "ptrace_scope > 0): a peer that dies or stalls can hold this node's "
+                      "transfers in libfabric; prefer tcp (docs/evb.md, \"shm and SIGKILL\")");
+    }
     n->announce = choose_announce(n->info);
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
     n->spin_ns = spin_ns(&n->o, n->info->provider);

@@ -371,6 +371,7 @@ void sdd_peer_close(sdd_peer *peer)
         return;
     }
     sdd_ep *ep = peer->ep;
+    bool gone = peer->status != SDD_OK; /* died, or given up */
     if (peer->bye_deadline_ns != 0) {
         peer->bye_deadline_ns = 0;
         ep->nclosing--;
@@ -387,7 +388,14 @@ void sdd_peer_close(sdd_peer *peer)
         ep_fail_peer_ops(ep, peer, SDD_ECANCELED);
     }
     forget_in_local(ep, peer);
-    fi_av_remove(ep->av, &peer->addr, 1, 0);
+    /* libfabric 1.17's shm unmaps a removed peer's region while transfers to it may still sit
+     * in its progress engine (always, without cross-memory attach, when the peer was killed):
+     * the next poll touched the unmapped region and this process died of SIGSEGV. A dead or
+     * abandoned shm peer keeps its address entry until the endpoint closes; a new process
+     * never has its name (shm names carry the PID). */
+    if (!gone || strncmp(ep->info.provider, "shm", 3) != 0) {
+        fi_av_remove(ep->av, &peer->addr, 1, 0);
+    }
     ep->peers[peer->slot] = NULL;
     ep->npeers--;
     free(peer->info);

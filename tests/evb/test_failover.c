@@ -379,27 +379,43 @@ static void test_kill_ru(void)
            (unsigned long long)o.events);
 }
 
+/* A BU that stops or dies inside its own delivery code, outside libfabric. */
+static void self_stop_tests(void)
+{
+    test_stall_mid_delivery();
+    test_short_stall_mid_delivery();
+    test_kill_mid_delivery();
+}
+
 static void all_tests(void)
 {
     test_kill_bu();
     test_stop_bu();
     test_stop_continue_bu();
     test_stop_continue_combined();
-    test_stall_mid_delivery();
-    test_short_stall_mid_delivery();
-    test_kill_mid_delivery();
+    self_stop_tests();
     test_kill_ru();
 }
 
 int main(int argc, char **argv)
 {
     et_init(argc, argv);
-    if (strncmp(et_provider, "shm", 3) == 0 && getenv("SDDAQ_EVB_SHM_KILL") == NULL) {
+    bool shm = strncmp(et_provider, "shm", 3) == 0;
+    if (!shm || getenv("SDDAQ_EVB_SHM_KILL") != NULL) {
+        et_each_transfer(&transfer, all_tests);
+    } else if (sdd_shm_has_cma()) {
         /* libfabric 1.17 shm guards each process's shared region with a spinlock; a process
-         * killed while holding one (its own, or a peer's it was posting to) makes the next
-         * poster spin forever. Seen here with FI_SHM_DISABLE_CMA=1. Opt in to try anyway. */
-        return check_skip("SIGKILL of a peer can wedge libfabric shm (set SDDAQ_EVB_SHM_KILL=1)");
+         * stopped or killed while it holds one (its own, or a peer's it was posting to) makes
+         * every other poster spin until it runs again, or forever. Signals at a random moment
+         * wedged 1 run of 36 here (session 20); a node that stops itself in its delivery code
+         * holds no lock. SDDAQ_EVB_SHM_KILL=1 runs every case. */
+        printf("shm: only the failures inside a delivery (SDDAQ_EVB_SHM_KILL=1: all)\n");
+        et_each_transfer(&transfer, self_stop_tests);
+    } else {
+        /* Without cross-memory attach every transfer to a stopped or dead peer stays in the
+         * provider and holds the sender's endpoint (docs/evb.md, "shm and SIGKILL"). */
+        return check_skip("a failed peer holds libfabric shm's transfers without cross-memory "
+                          "attach (set SDDAQ_EVB_SHM_KILL=1)");
     }
-    et_each_transfer(&transfer, all_tests);
     return check_finish();
 }
