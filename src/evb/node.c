@@ -58,11 +58,17 @@ const char *sdd_evb_transfer_name(sdd_evb_transfer t)
     return (unsigned)t <= SDD_EVB_TRANSFER_READ ? transfer_names[t] : "auto";
 }
 
-/* The host's CPUs, not this process's affinity: a launcher may have pinned the node to one. */
-static uint32_t host_cpus(void)
+static bool is_shm(const char *provider)
+{
+    return provider != NULL && strncmp(provider, "shm", 3) == 0;
+}
+
+/* Every shm node is on this host: do they outnumber its CPUs (not this process's affinity: a
+ * launcher may have pinned the node to one)? */
+static bool shm_nodes_outnumber_cpus(const struct sdd_evb_opts *o, const char *provider)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    return cpus > 0 ? (uint32_t)cpus : 1;
+    return is_shm(provider) && o->nnodes > (uint32_t)(cpus > 0 ? cpus : 1);
 }
 
 /* Measured (docs/PERFORMANCE.md, session 20, pairs): over shm with more nodes than CPUs the
@@ -73,8 +79,7 @@ static uint64_t spin_ns(const struct sdd_evb_opts *o, const char *provider)
     if (o->spin_us >= 0) {
         return (uint64_t)o->spin_us * SDD_NS_PER_US;
     }
-    bool shm = provider != NULL && strncmp(provider, "shm", 3) == 0;
-    return shm && o->nnodes > host_cpus() ? 0 : 20 * SDD_NS_PER_US;
+    return shm_nodes_outnumber_cpus(o, provider) ? 0 : 20 * SDD_NS_PER_US;
 }
 
 bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
@@ -84,10 +89,8 @@ bool sdd_evb_transfer_reads(const struct sdd_evb_opts *o, const char *provider)
     }
     /* Measured (docs/PERFORMANCE.md, pairs): reads gain ~6 % over shm with CMA and a CPU per
      * node (up to 30 % in some VM states); they lose 20-40 % with more nodes than CPUs, ~8 %
-     * over shm without CMA and ~25 % over tcp, where rxm emulates them. shm nodes share one
-     * host: its CPUs are theirs. */
-    return provider != NULL && strncmp(provider, "shm", 3) == 0 && o->nnodes <= host_cpus() &&
-           sdd_shm_has_cma();
+     * over shm without CMA and ~25 % over tcp, where rxm emulates them. */
+    return is_shm(provider) && !shm_nodes_outnumber_cpus(o, provider) && sdd_shm_has_cma();
 }
 
 static uint64_t hash_add(uint64_t h, uint64_t v)
@@ -250,7 +253,7 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         goto out_free;
     }
     n->info = sdd_ep_info(n->ep);
-    if (strncmp(n->info->provider, "shm", 3) == 0 && !sdd_shm_has_cma()) {
+    if (is_shm(n->info->provider) && !sdd_shm_has_cma()) {
         SDD_WARN(LOG, "shm without cross-memory attach (FI_SHM_DISABLE_CMA, or Yama's "
                       "ptrace_scope > 0): a peer that dies or stalls can hold this node's "
                       "transfers in libfabric; prefer tcp (docs/evb.md, \"shm and SIGKILL\")");

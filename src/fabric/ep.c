@@ -109,8 +109,7 @@ static struct fi_info *make_hints(const struct sdd_ep_opts *opts, bool want_sour
     return hints;
 }
 
-/* First component of a layered name: "tcp;ofi_rxm" -> "tcp". */
-static bool core_name_is(const char *prov_name, const char *want)
+bool ep_core_name_is(const char *prov_name, const char *want)
 {
     size_t n = strcspn(prov_name, ";");
     return strlen(want) == n && strncmp(prov_name, want, n) == 0;
@@ -122,7 +121,7 @@ static struct fi_info *choose(struct fi_info *list, const char *provider)
     bool is_auto = provider == NULL || provider[0] == '\0' || strcmp(provider, "auto") == 0;
     if (!is_auto) {
         for (struct fi_info *i = list; i != NULL; i = i->next) {
-            if (core_name_is(i->fabric_attr->prov_name, provider) ||
+            if (ep_core_name_is(i->fabric_attr->prov_name, provider) ||
                 strcmp(i->fabric_attr->prov_name, provider) == 0) {
                 return fi_lib_dupinfo(i);
             }
@@ -131,7 +130,7 @@ static struct fi_info *choose(struct fi_info *list, const char *provider)
     }
     for (size_t k = 0; k < sizeof(auto_order) / sizeof(auto_order[0]); k++) {
         for (struct fi_info *i = list; i != NULL; i = i->next) {
-            if (core_name_is(i->fabric_attr->prov_name, auto_order[k])) {
+            if (ep_core_name_is(i->fabric_attr->prov_name, auto_order[k])) {
                 return fi_lib_dupinfo(i);
             }
         }
@@ -200,8 +199,9 @@ static void fill_info(sdd_ep *ep, bool source)
      * crashes closing a connection that holds a write with immediate data half received (the
      * NULL context tcp reports for it reaches rxm_handle_comp_error), which a peer that dies
      * or leaves mid-write leaves behind. Plain writes are internal to tcp, never reported. */
-    info->write_imm_ok = !core_name_is(ep->prov_name, "shm") &&
-                         !(core_name_is(ep->prov_name, "tcp") && strstr(ep->prov_name, "ofi_rxm"));
+    info->write_imm_ok =
+        !ep_core_name_is(ep->prov_name, "shm") &&
+        !(ep_core_name_is(ep->prov_name, "tcp") && strstr(ep->prov_name, "ofi_rxm"));
 }
 
 static sdd_err open_cq(sdd_ep *ep)
@@ -289,7 +289,7 @@ static sdd_err open_objects(sdd_ep *ep)
         rc = fi_av_open(ep->domain, &av_attr, &ep->av, NULL);
     }
     if (rc == 0) {
-        if (core_name_is(fi->fabric_attr->prov_name, "shm")) {
+        if (ep_core_name_is(fi->fabric_attr->prov_name, "shm")) {
             ep_shm_remove_stale();
         }
         what = "fi_endpoint";

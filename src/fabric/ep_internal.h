@@ -160,5 +160,7 @@ sdd_err ep_err_from_fi(int fi_rc);
 
 /* Remove shm regions left in /dev/shm by a killed process that had this PID (shm_stale.c). */
 void ep_shm_remove_stale(void);
+/* The first component of a layered provider name is want: "tcp;ofi_rxm" is "tcp". */
+bool ep_core_name_is(const char *prov_name, const char *want);
 
 #endif

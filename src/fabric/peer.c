@@ -393,7 +393,7 @@ void sdd_peer_close(sdd_peer *peer)
      * the next poll touched the unmapped region and this process died of SIGSEGV. A dead or
      * abandoned shm peer keeps its address entry until the endpoint closes; a new process
      * never has its name (shm names carry the PID). */
-    if (!gone || strncmp(ep->info.provider, "shm", 3) != 0) {
+    if (!gone || !ep_core_name_is(ep->prov_name, "shm")) {
         fi_av_remove(ep->av, &peer->addr, 1, 0);
     }
     ep->peers[peer->slot] = NULL;
