@@ -68,6 +68,9 @@ struct sdd_ep_info {
     bool send_after_write; /* a send posted after a write reaches the target after its data */
     bool write_imm_ok;     /* writes with immediate data are safe to announce data with: false where
                               libfabric 1.17 mishandles them (docs/fabric.md) */
+    size_t write_chunk;    /* nonzero: writes larger than this leave as injected pieces of this
+                              size, so a dead target cannot hold the endpoint (shm without
+                              cross-memory attach; docs/fabric.md) */
 };
 
 /* Fill opts with the defaults above. */
@@ -219,6 +222,11 @@ SDD_API int sdd_ep_wait(sdd_ep *ep, struct sdd_cqe *cqes, int max, int timeout_m
  * covers providers without a native wait fd and the housekeeping of deadlines). */
 SDD_API int sdd_ep_fd(const sdd_ep *ep);
 SDD_API sdd_err sdd_ep_trywait(sdd_ep *ep);
+/* Writes still going out in pieces (sdd_ep_info()->write_chunk) because their target's queue
+ * was full. The target frees room without telling this side, so while this is nonzero
+ * sdd_ep_trywait() returns SDD_EAGAIN: poll again soon (yield the CPU if others need it)
+ * instead of sleeping on the fd. */
+SDD_API uint32_t sdd_ep_writes_in_pieces(const sdd_ep *ep);
 SDD_API int sdd_ep_tick_ms(const sdd_ep *ep);
 
 /* Counters for monitoring. */

@@ -253,13 +253,17 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         goto out_free;
     }
     n->info = sdd_ep_info(n->ep);
-    if (is_shm(n->info->provider) && !sdd_shm_has_cma()) {
-        SDD_WARN(LOG, "shm without cross-memory attach (FI_SHM_DISABLE_CMA, or Yama's "
-                      "ptrace_scope > 0): a peer that dies or stalls can hold this node's "
-                      "transfers in libfabric; prefer tcp (docs/evb.md, \"shm and SIGKILL\")");
-    }
     n->announce = choose_announce(n->info);
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
+    /* Writes in pieces are safe from a dead target; reads and whole writes are not. */
+    if (is_shm(n->info->provider) && !sdd_shm_has_cma() && (n->pull || n->info->write_chunk == 0)) {
+        SDD_WARN(LOG,
+                 "shm without cross-memory attach (FI_SHM_DISABLE_CMA, or Yama's "
+                 "ptrace_scope > 0) and %s: a peer that dies or stalls can hold this "
+                 "node's transfers in libfabric; prefer tcp (docs/evb.md, \"shm and "
+                 "SIGKILL\")",
+                 n->pull ? "bulks read by the BUs" : "writes in one piece");
+    }
     n->spin_ns = spin_ns(&n->o, n->info->provider);
     n->cfg_hash = hash_add(n->cfg_hash, n->pull);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
@@ -642,6 +646,10 @@ static void idle(struct sdd_evb_node *n, int wait_ms)
         cap = w > cap
                   ? (w < (uint64_t)wait_ms * SDD_NS_PER_MS ? w : (uint64_t)wait_ms * SDD_NS_PER_MS)
                   : cap;
+    }
+    if (sdd_ep_writes_in_pieces(n->ep) > 0) {
+        sched_yield(); /* their targets make room without a completion to wake us */
+        return;
     }
     if (!n->info->wait_fd) {
         if (cap > 200 * SDD_NS_PER_US) {

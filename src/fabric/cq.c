@@ -212,6 +212,9 @@ void ep_flush(sdd_ep *ep, const sdd_peer *peer, bool keep)
         if (keep && ep->local.cap - (ep->local.tail - ep->local.head) < 16) {
             break; /* no room to keep what we would read */
         }
+        if (ep->chunk_head != NULL) {
+            ep_chunks_resume(ep, sdd_now_ns());
+        }
         int n = read_provider(ep, c, 16);
         for (int i = 0; keep && i < n; i++) {
             ep_push_local(ep, &c[i]);
@@ -230,6 +233,9 @@ int sdd_ep_poll(sdd_ep *ep, struct sdd_cqe *cqes, int max)
         ep->polls_to_clock = EP_POLLS_PER_CLOCK - 1;
         ep_tick(ep, sdd_now_ns());
     }
+    if (ep->chunk_head != NULL) {
+        ep_chunks_resume(ep, sdd_now_ns());
+    }
     int n = pop_local(ep, cqes, max);
     if (n < max) {
         int m = read_provider(ep, cqes + n, max - n);
@@ -244,7 +250,7 @@ int sdd_ep_poll(sdd_ep *ep, struct sdd_cqe *cqes, int max)
 sdd_err sdd_ep_trywait(sdd_ep *ep)
 {
     ep_tick(ep, sdd_now_ns());
-    if (ep->local.head != ep->local.tail) {
+    if (ep->local.head != ep->local.tail || ep->chunk_head != NULL) {
         return SDD_EAGAIN;
     }
     if (ep->cq_fd < 0) {

@@ -58,6 +58,18 @@ struct sdd_mr {
     sdd_mr *next; /* ep's list, so close can reclaim forgotten regions */
 };
 
+/* A write going out in injected pieces (chunk.c) that found the target's queue full. */
+struct ep_chunk {
+    const uint8_t *src;
+    size_t len, done;
+    uint64_t raddr, key, imm;
+    void *ctx;
+    uint64_t deadline_ns; /* 0 = none */
+    sdd_peer *next;       /* ep->chunk_head's list */
+    bool with_imm;
+    bool active; /* counted in inflight; further writes to this peer wait (SDD_EAGAIN) */
+};
+
 struct sdd_peer {
     sdd_ep *ep;
     fi_addr_t addr;
@@ -70,6 +82,7 @@ struct sdd_peer {
     void *info;
     size_t info_len;
     char name[64];
+    struct ep_chunk chunk;
 };
 
 struct sdd_listener {
@@ -114,6 +127,9 @@ struct sdd_ep {
     sdd_listener *listeners;
     uint64_t next_key; /* requested keys when the provider does not choose them */
 
+    size_t write_chunk;   /* writes above this go as injected pieces (chunk.c); 0 = whole */
+    sdd_peer *chunk_head; /* peers with a write still being cut into pieces */
+
     uint64_t next_tick_ns;
     uint32_t polls_to_clock; /* countdown to the next clock read in sdd_ep_poll */
     struct sdd_ep_stats stats;
@@ -127,6 +143,18 @@ void ep_op_put(sdd_ep *ep, struct ep_op *op);
 void ep_op_untrack(sdd_ep *ep, struct ep_op *op);
 /* Fail every posted op of peer (or of all peers when peer is NULL) with status. */
 void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status);
+
+/* Writes cut into injected pieces (chunk.c). The piece size for this endpoint: the inject
+ * size over libfabric's shm without cross-memory attach, else 0 (whole writes). */
+size_t ep_choose_write_chunk(const struct fi_info *fi, const char *prov_name);
+/* Post a write of len > ep->write_chunk as pieces; returns like a post (SDD_EAGAIN when not a
+ * byte could go) and completes, or fails, through the local FIFO. */
+sdd_err ep_chunk_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, uint64_t raddr,
+                       uint64_t key, bool with_imm, uint64_t imm, void *ctx);
+/* Go on with writes that found their target full; declare a peer down past the deadline. */
+void ep_chunks_resume(sdd_ep *ep, uint64_t now);
+/* Fail peer's unfinished write, if any, with status. */
+void ep_chunk_fail(sdd_ep *ep, sdd_peer *peer, sdd_err status);
 
 /* Local completion FIFO (cq.c). */
 int cqe_fifo_init(struct cqe_fifo *q, uint32_t cap);

@@ -38,6 +38,12 @@ void ep_op_untrack(sdd_ep *ep, struct ep_op *op)
 
 void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status)
 {
+    if (peer != NULL) {
+        ep_chunk_fail(ep, peer, status);
+    }
+    while (peer == NULL && ep->chunk_head != NULL) {
+        ep_chunk_fail(ep, ep->chunk_head, status);
+    }
     for (uint32_t i = 0; i < ep->nops && ep->posted > 0; i++) {
         struct ep_op *op = &ep->ops[i];
         if (op->state != OP_POSTED || op->kind == SDD_CQE_RECV) {
@@ -209,6 +215,12 @@ static sdd_err post_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t le
         return SDD_EINVAL;
     }
     uint64_t raddr = rkey->addr + offset;
+    if (peer->chunk.active) {
+        return SDD_EAGAIN; /* one write in pieces per peer at a time */
+    }
+    if (ep->write_chunk != 0 && len > ep->write_chunk) {
+        return ep_chunk_write(ep, peer, buf, len, raddr, rkey->key, with_imm, imm, ctx);
+    }
     if (len <= ep->info.inject_size) {
         ssize_t rc = with_imm
                          ? fi_inject_writedata(ep->fid, buf, len, imm, peer->addr, raddr, rkey->key)

@@ -387,6 +387,7 @@ void sdd_peer_close(sdd_peer *peer)
         peer->status = SDD_ECANCELED;
         ep_fail_peer_ops(ep, peer, SDD_ECANCELED);
     }
+    ep_chunk_fail(ep, peer, SDD_ECANCELED); /* normally done: flushed or failed above */
     forget_in_local(ep, peer);
     /* libfabric 1.17's shm unmaps a removed peer's region while transfers to it may still sit
      * in its progress engine (always, without cross-memory attach, when the peer was killed):

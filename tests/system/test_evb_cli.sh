@@ -65,10 +65,10 @@ check "kill BU: all complete" test "$(field "$work/k.json" complete)" = 60000
 
 # 3b. The same over shm without cross-memory attach (containers that forbid process_vm_readv):
 #     libfabric 1.17 unmapped the killed peer's region while transfers to it were pending, and
-#     a surviving RU died of SIGSEGV in 7 launches of 8. Transfers to the dead peer may still
-#     hold a survivor's endpoint (1 launch in 3: its peers give it up, exit 1), but no node may
-#     crash or hang, and a clean exit means every event was built.
-for k in 1 2 3; do # it crashed in 4 launches of 5 before: three make a miss unlikely
+#     a surviving RU died of SIGSEGV in 7 launches of 8. Then a write to the dead peer held
+#     the survivor's completions (1 launch in 3 ended with an error) until writes went out in
+#     injected pieces (docs/fabric.md): now every launch must build every event.
+for k in 1 2 3; do # each failure mode hit 1 launch in 3 or more before: three catch most
     FI_SHM_DISABLE_CMA=1 timeout 90 "$sddaq" evb launch -n 5 -p shm --roles ru,ru,bu,bu,bu \
         -e 45000 -b 20 -c 3 -r 15000 --kill 3 --kill-after 11000 --verify header --json \
         >"$work/kn.json" 2>"$work/kn.err"
@@ -77,10 +77,9 @@ for k in 1 2 3; do # it crashed in 4 launches of 5 before: three make a miss unl
     check "kill BU, shm without CMA ($k): no node crashed" \
         bash -c "! grep -q 'died of signal' '$work/kn.err'"
     check "kill BU, shm without CMA ($k): none twice" test "$(field "$work/kn.json" dup)" = 0
-    if [ $rc -eq 0 ]; then
-        check "kill BU, shm without CMA ($k): all complete" \
-            test "$(field "$work/kn.json" complete)" = 45000
-    fi
+    check "kill BU, shm without CMA ($k): exit status" test $rc -eq 0
+    check "kill BU, shm without CMA ($k): all complete" \
+        test "$(field "$work/kn.json" complete)" = 45000
 done
 
 # 4. SIGKILL of an RU: its later events leave flagged incomplete, none lost.
