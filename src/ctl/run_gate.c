@@ -78,7 +78,7 @@ struct run_item *run_gate_next(struct run_stage *s, struct run_gate *g, bool *dr
             if (p == NULL) {
                 return NULL;
             }
-        } else if (sdd_mpmc_dequeue(s->in, &p) != SDD_OK) {
+        } else if (!run_take(s, &p)) {
             /* Waiting for a commit: the builder's next flush, within one bulk's delivery. */
             sdd_sleep_ns(20 * SDD_NS_PER_US);
             continue;

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/notify.h"
 #include "run_hough_feed.h"
 #include "run_readout.h"
 #include "sddaq/config.h"
@@ -103,6 +104,8 @@ struct run_stage {
     struct sdd_stage_metrics m; /* the stage's counters (the one place they are kept) */
     /* input: a ring of struct run_item pointers (process, writer, feedback) */
     sdd_mpmc *in;
+    struct sdd_notify in_note;   /* something was queued on in, or input ended (run_next_item) */
+    struct sdd_notify room_note; /* a slot of in came free: a producer held back may go on */
     _Atomic int producers; /* upstream stages still running; 0 + empty ring = input ended */
     struct run_stage *out[RUN_MAX_OUT];
     size_t nout;
@@ -331,6 +334,8 @@ void run_stage_finished(struct run_stage *s);
 /* Next event of s's input; NULL once every producer finished and the ring is empty. Spins a
  * little, then sleeps 50 us doubling up to 1 ms while there is nothing (DESIGN: spin briefly,
  * then block). run_handover.c. */
+/* Take the next item queued on s without waiting; false when none. */
+bool run_take(struct run_stage *s, void **item);
 struct run_item *run_next_item(struct run_stage *s);
 
 /* Events that wait for their builder's commit mark before they leave the node (run_gate.c). */

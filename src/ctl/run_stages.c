@@ -202,6 +202,8 @@ sdd_err run_stages_setup(struct sdd_run *r)
         atomic_fetch_add(&to->producers, 1);
         to->nproducers++;
         if (to->in == NULL && !to->inline_run) {
+            sdd_notify_init(&to->in_note);
+            sdd_notify_init(&to->room_note);
             sdd_err err = sdd_mpmc_create(l->depth, &to->in);
             if (err != SDD_OK) {
                 return err;

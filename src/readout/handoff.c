@@ -23,8 +23,8 @@ sdd_err ro_slots_init(sdd_ro_rx *rx)
     if (err != SDD_OK) {
         return err;
     }
-    ro_notify_init(&rx->ready_note);
-    ro_notify_init(&rx->free_note);
+    sdd_notify_init(&rx->ready_note);
+    sdd_notify_init(&rx->free_note);
     /* Touch every page now, so the first pass over the ring does not page-fault inside the
      * kernel's copy, and the memory is resident for registration with a transport. */
     memset(sdd_pool_base(rx->pool), 0, sdd_pool_region_size(rx->pool));
@@ -83,13 +83,13 @@ struct ro_slot *ro_slot_acquire(sdd_ro_rx *rx)
      * Sleep until the consumer releases a slot (or stop; the 1 ms bound is only a backstop). */
     uint64_t t0 = sdd_now_ns();
     while (s == NULL && !atomic_load_explicit(&rx->stop, memory_order_relaxed)) {
-        uint32_t seq = ro_notify_prepare(&rx->free_note);
+        uint32_t seq = sdd_notify_prepare(&rx->free_note);
         s = ro_slot_get(rx);
         if (s != NULL) {
-            ro_notify_cancel(&rx->free_note);
+            sdd_notify_cancel(&rx->free_note);
             break;
         }
-        ro_notify_wait(&rx->free_note, seq, SDD_NS_PER_MS);
+        sdd_notify_wait(&rx->free_note, seq, SDD_NS_PER_MS);
         s = ro_slot_get(rx);
     }
     rx->c.blocked_ns += sdd_now_ns() - t0;
@@ -115,7 +115,7 @@ void ro_slot_deliver(sdd_ro_rx *rx, struct ro_slot *s)
         ro_slot_free(rx, s);
         return;
     }
-    ro_notify_wake(&rx->ready_note);
+    sdd_notify_wake(&rx->ready_note);
 }
 
 /* The consumer took slot obj from the ready ring: it holds it now. */
@@ -170,19 +170,19 @@ sdd_err sdd_ro_rx_next(sdd_ro_rx *rx, struct sdd_ro_frame **out, int timeout_ms)
             sdd_sleep_ns(20 * SDD_NS_PER_US);
             continue;
         }
-        uint32_t seq = ro_notify_prepare(&rx->ready_note);
+        uint32_t seq = sdd_notify_prepare(&rx->ready_note);
         if (sdd_spsc_dequeue(rx->ready, &obj) == SDD_OK) {
-            ro_notify_cancel(&rx->ready_note);
+            sdd_notify_cancel(&rx->ready_note);
             *out = take(obj);
             return SDD_OK;
         }
         if (atomic_load_explicit(&rx->done, memory_order_acquire)) {
-            ro_notify_cancel(&rx->ready_note);
+            sdd_notify_cancel(&rx->ready_note);
             continue; /* the check above drains and returns */
         }
         uint64_t left = deadline - now;
-        ro_notify_wait(&rx->ready_note, seq,
-                       left < 100 * SDD_NS_PER_MS ? left : 100 * SDD_NS_PER_MS);
+        sdd_notify_wait(&rx->ready_note, seq,
+                        left < 100 * SDD_NS_PER_MS ? left : 100 * SDD_NS_PER_MS);
     }
 }
 
@@ -208,6 +208,6 @@ sdd_err sdd_ro_rx_release(sdd_ro_rx *rx, struct sdd_ro_frame *f)
     /* From the pool, not f->data, which the consumer could have overwritten. The pool's ring
      * hands the slot back to the receiver with release/acquire ordering. */
     sdd_pool_put(rx->pool, sdd_pool_at(rx->pool, idx));
-    ro_notify_wake(&rx->free_note);
+    sdd_notify_wake(&rx->free_note);
     return SDD_OK;
 }

@@ -478,7 +478,7 @@ static void *rx_thread(void *arg)
     publish(rx);
     /* Release pairs with the acquire in sdd_ro_rx_next: every delivery above is visible. */
     atomic_store_explicit(&rx->done, true, memory_order_release);
-    ro_notify_wake_always(&rx->ready_note);
+    sdd_notify_wake_always(&rx->ready_note);
     return NULL;
 }
 
@@ -506,12 +506,12 @@ sdd_err sdd_ro_rx_stop(sdd_ro_rx *rx)
     }
     if (rx->started) {
         atomic_store_explicit(&rx->stop, true, memory_order_relaxed);
-        ro_notify_wake_always(&rx->free_note); /* a receiver blocked for a slot */
+        sdd_notify_wake_always(&rx->free_note); /* a receiver blocked for a slot */
         pthread_join(rx->thread, NULL);
         rx->started = false;
     }
     atomic_store_explicit(&rx->done, true, memory_order_release);
-    ro_notify_wake_always(&rx->ready_note);
+    sdd_notify_wake_always(&rx->ready_note);
     return SDD_OK;
 }
 

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <sys/socket.h>
 
-#include "readout/notify.h"
+#include "core/notify.h"
 #include "sddaq/pool.h"
 #include "sddaq/readout.h"
 #include "sddaq/ring.h"
@@ -72,8 +72,8 @@ struct sdd_ro_rx {
     struct ro_slot *slots;
     uint8_t *slot_bitmaps;
     sdd_spsc *ready;
-    struct ro_notify ready_note; /* a frame was handed over (the consumer may sleep on it) */
-    struct ro_notify free_note;  /* a slot came back (a blocked receiver may sleep on it) */
+    struct sdd_notify ready_note; /* a frame was handed over (the consumer may sleep on it) */
+    struct sdd_notify free_note;  /* a slot came back (a blocked receiver may sleep on it) */
 
     /* Assembly state, receiver thread only. */
     struct ro_entry *entries;
