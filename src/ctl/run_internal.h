@@ -331,11 +331,12 @@ void run_counts_flush(void);
 void run_counts_detach(void);
 /* Stage s's threads are all done (or never ran): tell its downstream stages. Idempotent. */
 void run_stage_finished(struct run_stage *s);
-/* Next event of s's input; NULL once every producer finished and the ring is empty. Spins a
- * little, then sleeps 50 us doubling up to 1 ms while there is nothing (DESIGN: spin briefly,
- * then block). run_handover.c. */
-/* Take the next item queued on s without waiting; false when none. */
+/* Take the next item queued on s without waiting (waking a producer held back by a full
+ * ring); false when none. run_handover.c. */
 bool run_take(struct run_stage *s, void **item);
+/* Next event of s's input; NULL once every producer finished and the ring is empty. Spins a
+ * little, naps once, then sleeps until a producer wakes it (DESIGN: spin briefly, then block).
+ * run_handover.c. */
 struct run_item *run_next_item(struct run_stage *s);
 
 /* Events that wait for their builder's commit mark before they leave the node (run_gate.c). */

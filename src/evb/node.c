@@ -640,16 +640,16 @@ static void idle(struct sdd_evb_node *n, int wait_ms)
             return;
         }
     }
+    if (sdd_ep_writes_in_pieces(n->ep) > 0) {
+        sched_yield(); /* their targets make room without a completion to wake us */
+        return;
+    }
     uint64_t cap = 200 * SDD_NS_PER_US;
     if (n->ru) {
         uint64_t w = evb_ru_wait_ns(n, now);
         cap = w > cap
                   ? (w < (uint64_t)wait_ms * SDD_NS_PER_MS ? w : (uint64_t)wait_ms * SDD_NS_PER_MS)
                   : cap;
-    }
-    if (sdd_ep_writes_in_pieces(n->ep) > 0) {
-        sched_yield(); /* their targets make room without a completion to wake us */
-        return;
     }
     if (!n->info->wait_fd) {
         if (cap > 200 * SDD_NS_PER_US) {

@@ -59,7 +59,7 @@ static void unlink_chunk(sdd_ep *ep, sdd_peer *peer)
 static sdd_err push_pieces(sdd_ep *ep, sdd_peer *peer)
 {
     struct ep_chunk *c = &peer->chunk;
-    size_t piece = ep->write_chunk;
+    size_t piece = ep->info.write_chunk;
     int burst = CHUNK_BURST;
     while ((c->done < c->len || c->with_imm) && burst-- > 0) {
         /* The immediate data goes last, alone: its completion at the target then reports
@@ -134,7 +134,7 @@ sdd_err ep_chunk_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, 
     return SDD_OK;
 }
 
-void ep_chunks_resume(sdd_ep *ep, uint64_t now)
+void ep_chunks_resume(sdd_ep *ep)
 {
     sdd_peer *peer = ep->chunk_head;
     while (peer != NULL) {
@@ -145,7 +145,18 @@ void ep_chunks_resume(sdd_ep *ep, uint64_t now)
             complete(ep, peer, peer->chunk.ctx);
         } else if (err != SDD_EAGAIN) {
             ep_peer_declare_down(ep, peer, err); /* fails the write with the rest */
-        } else if (peer->chunk.deadline_ns != 0 && now > peer->chunk.deadline_ns) {
+        }
+        peer = next;
+    }
+}
+
+void ep_chunks_expire(sdd_ep *ep, uint64_t now)
+{
+    sdd_peer *peer = ep->chunk_head;
+    while (peer != NULL) {
+        sdd_peer *next = peer->chunk.next;
+        if (peer->chunk.deadline_ns != 0 && now > peer->chunk.deadline_ns) {
+            /* As for a posted operation (expire_ops): the peer is not progressing. */
             SDD_WARN("fabric", "write to %s not done after %u ms: declaring the peer dead",
                      peer->name, ep->opts.op_timeout_ms);
             ep->stats.timed_out++;

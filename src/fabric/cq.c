@@ -200,6 +200,9 @@ void ep_tick(sdd_ep *ep, uint64_t now)
     if (ep->posted > 0 && ep->opts.op_timeout_ms != 0) {
         expire_ops(ep, now);
     }
+    if (ep->chunk_head != NULL) {
+        ep_chunks_expire(ep, now);
+    }
 }
 
 void ep_flush(sdd_ep *ep, const sdd_peer *peer, bool keep)
@@ -213,7 +216,7 @@ void ep_flush(sdd_ep *ep, const sdd_peer *peer, bool keep)
             break; /* no room to keep what we would read */
         }
         if (ep->chunk_head != NULL) {
-            ep_chunks_resume(ep, sdd_now_ns());
+            ep_chunks_resume(ep);
         }
         int n = read_provider(ep, c, 16);
         for (int i = 0; keep && i < n; i++) {
@@ -234,7 +237,7 @@ int sdd_ep_poll(sdd_ep *ep, struct sdd_cqe *cqes, int max)
         ep_tick(ep, sdd_now_ns());
     }
     if (ep->chunk_head != NULL) {
-        ep_chunks_resume(ep, sdd_now_ns());
+        ep_chunks_resume(ep);
     }
     int n = pop_local(ep, cqes, max);
     if (n < max) {

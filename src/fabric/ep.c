@@ -192,8 +192,7 @@ static void fill_info(sdd_ep *ep, bool source)
     info->mr_endpoint = (mode & FI_MR_ENDPOINT) != 0;
     info->rx_cq_data = (fi->mode & FI_RX_CQ_DATA) != 0;
     info->source_addr = source;
-    ep->write_chunk = ep_choose_write_chunk(fi, ep->prov_name);
-    info->write_chunk = ep->write_chunk;
+    info->write_chunk = ep_choose_write_chunk(fi, ep->prov_name);
     info->send_after_write = (fi->tx_attr->msg_order & FI_ORDER_SAW) != 0 &&
                              (fi->rx_attr->msg_order & FI_ORDER_SAW) != 0;
     /* libfabric 1.17: shm hands back remote-write completions with a non-NULL op_context on

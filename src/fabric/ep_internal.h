@@ -127,8 +127,7 @@ struct sdd_ep {
     sdd_listener *listeners;
     uint64_t next_key; /* requested keys when the provider does not choose them */
 
-    size_t write_chunk;   /* writes above this go as injected pieces (chunk.c); 0 = whole */
-    sdd_peer *chunk_head; /* peers with a write still being cut into pieces */
+    sdd_peer *chunk_head; /* peers with a write still going out in pieces (chunk.c) */
 
     uint64_t next_tick_ns;
     uint32_t polls_to_clock; /* countdown to the next clock read in sdd_ep_poll */
@@ -147,12 +146,14 @@ void ep_fail_peer_ops(sdd_ep *ep, sdd_peer *peer, sdd_err status);
 /* Writes cut into injected pieces (chunk.c). The piece size for this endpoint: the inject
  * size over libfabric's shm without cross-memory attach, else 0 (whole writes). */
 size_t ep_choose_write_chunk(const struct fi_info *fi, const char *prov_name);
-/* Post a write of len > ep->write_chunk as pieces; returns like a post (SDD_EAGAIN when not a
+/* Post a write of len > ep->info.write_chunk as pieces; returns like a post (SDD_EAGAIN when not a
  * byte could go) and completes, or fails, through the local FIFO. */
 sdd_err ep_chunk_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t len, uint64_t raddr,
                        uint64_t key, bool with_imm, uint64_t imm, void *ctx);
-/* Go on with writes that found their target full; declare a peer down past the deadline. */
-void ep_chunks_resume(sdd_ep *ep, uint64_t now);
+/* Go on with writes that found their target full. */
+void ep_chunks_resume(sdd_ep *ep);
+/* Housekeeping (ep_tick): declare down a peer whose write in pieces is past its deadline. */
+void ep_chunks_expire(sdd_ep *ep, uint64_t now);
 /* Fail peer's unfinished write, if any, with status. */
 void ep_chunk_fail(sdd_ep *ep, sdd_peer *peer, sdd_err status);
 

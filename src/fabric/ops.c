@@ -218,7 +218,7 @@ static sdd_err post_write(sdd_ep *ep, sdd_peer *peer, const void *buf, size_t le
     if (peer->chunk.active) {
         return SDD_EAGAIN; /* one write in pieces per peer at a time */
     }
-    if (ep->write_chunk != 0 && len > ep->write_chunk) {
+    if (ep->info.write_chunk != 0 && len > ep->info.write_chunk) {
         return ep_chunk_write(ep, peer, buf, len, raddr, rkey->key, with_imm, imm, ctx);
     }
     if (len <= ep->info.inject_size) {
