@@ -56,7 +56,9 @@ static void usage(FILE *out)
             "      --roles LIST     per node: both | ru | bu, comma separated (default both)\n"
             "  -e, --events N       events in the run (default 100000)\n"
             "  -b, --bulk N         events per bulk (default 64)\n"
-            "  -c, --credits N      slots each BU grants each RU (default 4, max 32)\n"
+            "  -c, --credits N      slots each BU grants each RU, max 32 (default auto: up to\n"
+            "                       4, fewer where the bulk memory of the nodes on one host\n"
+            "                       would pass 32 MiB)\n"
             "  -s, --frag-size N    fragment payload bytes (mean) (default 1024)\n"
             "      --dist D         fixed | uniform | lognormal (default fixed)\n"
             "      --min N, --max N size bounds; --sigma X  log-normal sigma (default 0.5)\n"
@@ -152,6 +154,15 @@ static int parse_nodes(struct evb_cli *c, const char *s)
     }
     c->o.nnodes = i;
     c->have_nodes = i > 0;
+    /* Auto credits count the nodes that share a host; the list is the same on every node. */
+    c->o.host_nodes = 0;
+    for (uint32_t a = 0; a < i; a++) {
+        uint32_t same = 0;
+        for (uint32_t b = 0; b < i; b++) {
+            same += strcmp(c->hosts[a], c->hosts[b]) == 0;
+        }
+        c->o.host_nodes = same > c->o.host_nodes ? same : c->o.host_nodes;
+    }
     return i > 0 ? 0 : -1;
 }
 
@@ -181,6 +192,10 @@ static int parse_option(struct evb_cli *c, int opt, const char *arg)
     case 'b':
         return u32_arg(arg, 1, 65536, &o->bulk);
     case 'c':
+        if (strcmp(arg, "auto") == 0) {
+            o->credits = 0;
+            return 0;
+        }
         return u32_arg(arg, 1, 32, &o->credits);
     case 's':
         return u32_arg(arg, 0, 1u << 26, &o->src.mean);
@@ -512,6 +527,7 @@ struct launch_result {
     uint32_t transfer; /* node 0's: SDD_EVB_TRANSFER_WRITE or _READ (every node agrees) */
     uint32_t announce; /* node 0's: sdd_evb_announce */
     uint32_t spin_us;  /* node 0's adaptive spin, resolved */
+    uint32_t credits;  /* node 0's credits, resolved (every node agrees) */
 };
 
 static void *shared_map(size_t len)
@@ -525,6 +541,9 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     memset(res, 0, sizeof(*res));
     struct sdd_evb_opts o = c->o;
     uint32_t nn = o.nnodes;
+    if (o.host_nodes == 0) {
+        o.host_nodes = nn; /* every node runs here, whatever the provider */
+    }
     g_sh = shared_map(sizeof(*g_sh));
     g_words = (o.events + 63) / 64;
     size_t bits_len = 2 * (size_t)nn * g_words * sizeof(uint64_t);
@@ -672,6 +691,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     res->transfer = g_sh->st[0].transfer;
     res->announce = g_sh->st[0].announce;
     res->spin_us = g_sh->st[0].spin_us;
+    res->credits = g_sh->st[0].credits;
     if (res->secs > 0) {
         res->gbps_net = (double)res->net_bytes * 8e-9 / res->secs;
         res->gbps_built = (double)res->built_bytes * 8e-9 / res->secs;
@@ -696,7 +716,7 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
                "\"cpu_bu\":%.3f,\"cpu_proc\":%.3f,\"detect_ms\":%.1f,\"failover_ms\":%.1f,"
                "\"dup_at_kill\":%" PRIu64 ",\"transfer\":\"%s\",\"announce\":\"%s\","
                "\"spin_us\":%u}\n",
-               o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, o->credits,
+               o->provider ? o->provider : "auto", o->nnodes, o->events, o->bulk, r->credits,
                o->src.mean, r->secs, r->built, r->lost, r->dup, r->complete, r->incomplete,
                r->corrupt, r->gbps_net, r->gbps_built, r->evps, r->cpu_ru, r->cpu_bu, r->cpu_proc,
                r->detect_ms, r->failover_ms, r->dup_at_kill, sdd_evb_transfer_name(r->transfer),
@@ -704,7 +724,7 @@ static void print_launch(const struct evb_cli *c, const struct launch_result *r)
     } else {
         printf("evb launch: %u nodes over %s, %" PRIu64 " events, bulk %u, credits %u, "
                "fragment %u B, idle spin %u us, bulks %s%s\n",
-               o->nnodes, o->provider ? o->provider : "auto", o->events, o->bulk, o->credits,
+               o->nnodes, o->provider ? o->provider : "auto", o->events, o->bulk, r->credits,
                o->src.mean, o->wait_mode == SDD_WAIT_ADAPTIVE ? r->spin_us : 0,
                r->transfer == SDD_EVB_TRANSFER_READ ? "read by the BUs" : "written by the RUs",
                r->transfer == SDD_EVB_TRANSFER_READ         ? ""
@@ -948,6 +968,8 @@ static int cmd_bench(struct evb_cli *c)
                     run.o.src.mean = (uint32_t)c->frag_list[f];
                     run.o.bulk = (uint32_t)c->bulk_list[b];
                     run.o.credits = (uint32_t)c->credit_list[k];
+                    run.o.host_nodes = run.o.nnodes;
+                    run.o.credits = sdd_evb_credits(&run.o, run.o.provider);
                     run.kill_node = -1;
                     rc |= bench_point(c, &run);
                 }

@@ -218,7 +218,9 @@ struct sdd_evb_opts {
     uint8_t roles[SDD_EVB_MAX_NODES]; /* SDD_EVB_ROLE_* of every node (0 = both) */
     uint64_t events;                  /* events in the run (each RU generates all of them) */
     uint32_t bulk;                    /* events per bulk (default 64) */
-    uint32_t credits;                 /* slots per RU that each BU grants (default 4) */
+    uint32_t credits;    /* slots per RU that each BU grants, 1..32 (0, default: auto) */
+    uint32_t host_nodes; /* auto credits: the most nodes of the run on one host (0: all of
+                          * them over shm, else 1); sdd_evb_credits() */
     struct sdd_evb_source_opts src;
     double rate;               /* events/s per RU, 0 = as fast as possible */
     sdd_evb_verify verify;     /* default SDD_EVB_VERIFY_FULL */
@@ -255,6 +257,10 @@ SDD_API const char *sdd_evb_announce_name(uint32_t a);
 /* "auto", "write", "read" <-> sdd_evb_transfer; parse returns -1 for anything else. */
 SDD_API int sdd_evb_transfer_parse(const char *s);
 SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
+/* The credits a node of opts over `provider` uses: opts->credits, or where that is 0 the most,
+ * up to 4, whose bulk memory (RU pools and BU slots of the nodes on one host) fits 32 MiB, a
+ * common last-level cache; at least 1 (docs/evb.md "Credits"). Every node reaches the same. */
+SDD_API uint32_t sdd_evb_credits(const struct sdd_evb_opts *opts, const char *provider);
 /* Does a node of opts over `provider` read its bulks (true) or have them written (false)? */
 SDD_API bool sdd_evb_transfer_reads(const struct sdd_evb_opts *opts, const char *provider);
 
@@ -282,6 +288,7 @@ struct sdd_evb_stats {
     uint32_t transfer;               /* what auto resolved to: SDD_EVB_TRANSFER_WRITE or _READ */
     uint32_t announce;               /* sdd_evb_announce: how written bulks were announced */
     uint32_t spin_us;                /* what spin_us resolved to (the adaptive wait's spin) */
+    uint32_t credits;                /* what credits resolved to */
     uint32_t fenced;                 /* 1: this node fenced itself (its run ended SDD_EFENCED) */
 };
 

@@ -23,7 +23,7 @@ void sdd_evb_opts_default(struct sdd_evb_opts *o)
     o->nnodes = 2;
     o->events = 100000;
     o->bulk = 64;
-    o->credits = 4;
+    o->credits = 0; /* auto: sdd_evb_credits() */
     o->src.dist = SDD_EVB_SIZE_FIXED;
     o->src.mean = 1024;
     o->src.sigma = 0.5;
@@ -108,14 +108,44 @@ static uint32_t max_payload(const struct sdd_evb_source_opts *s)
     return max;
 }
 
+/* One bulk slot: the bulk header, then per event its metadata and a fragment of the largest
+ * payload, in whole cache lines. */
+static uint64_t slot_bytes(const struct sdd_evb_opts *o)
+{
+    uint64_t per_event = sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src));
+    return (sizeof(struct sdd_evb_bulk_hdr) + (uint64_t)o->bulk * per_event + 63) & ~63ull;
+}
+
+uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
+{
+    if (o->credits != 0) {
+        return o->credits;
+    }
+    uint64_t nru = 0, nbu = 0;
+    for (uint32_t i = 0; i < o->nnodes && i < SDD_EVB_MAX_NODES; i++) {
+        uint8_t r = o->roles[i] != 0 ? o->roles[i] : (SDD_EVB_ROLE_RU | SDD_EVB_ROLE_BU);
+        nru += (r & SDD_EVB_ROLE_RU) != 0;
+        nbu += (r & SDD_EVB_ROLE_BU) != 0;
+    }
+    uint64_t host = o->host_nodes != 0 ? o->host_nodes : (is_shm(provider) ? o->nnodes : 1);
+    /* Over the whole run, each BU's 2 x C slots per RU and each RU's (C + 1) bulks per BU hold
+     * nru x nbu x (3C + 1) slots; a host holds its share of them. */
+    uint32_t c = EVB_AUTO_CREDITS;
+    while (c > 1 && slot_bytes(o) * nru * nbu * (3 * c + 1) * host / (o->nnodes ? o->nnodes : 1) >
+                        EVB_AUTO_CREDIT_BYTES) {
+        c--;
+    }
+    return c;
+}
+
 static sdd_err check_opts(const struct sdd_evb_opts *o)
 {
     if (o->nnodes == 0 || o->nnodes > SDD_EVB_MAX_NODES || o->node >= o->nnodes) {
         SDD_ERROR(LOG, "node %u of %u: need 1..%d nodes", o->node, o->nnodes, SDD_EVB_MAX_NODES);
         return SDD_EINVAL;
     }
-    if (o->bulk == 0 || o->bulk > 65536 || o->credits == 0 || o->credits > EVB_MAX_CREDITS) {
-        SDD_ERROR(LOG, "bulk must be 1..65536 and credits 1..%d", EVB_MAX_CREDITS);
+    if (o->bulk == 0 || o->bulk > 65536 || o->credits > EVB_MAX_CREDITS) {
+        SDD_ERROR(LOG, "bulk must be 1..65536 and credits 1..%d (0: auto)", EVB_MAX_CREDITS);
         return SDD_EINVAL;
     }
     if (o->events == 0 || o->src.mean == 0 || (o->src.max != 0 && o->src.max < o->src.min) ||
@@ -136,10 +166,7 @@ static sdd_err check_opts(const struct sdd_evb_opts *o)
         SDD_ERROR(LOG, "need hb_ms > 0, dead_ms >= 4 * hb_ms, event_timeout_ms > 0");
         return SDD_EINVAL;
     }
-    uint64_t slot = sizeof(struct sdd_evb_bulk_hdr) +
-                    (uint64_t)o->bulk *
-                        (sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src)));
-    if (slot > (1u << 30)) {
+    if (slot_bytes(o) > (1u << 30)) {
         SDD_ERROR(LOG, "a bulk of %u events of up to %u bytes exceeds 1 GiB", o->bulk,
                   max_payload(&o->src));
         return SDD_ETOOBIG;
@@ -166,11 +193,7 @@ static void node_layout(struct sdd_evb_node *n)
     }
     n->nbulks = (o->events + o->bulk - 1) / o->bulk;
     n->max_payload = max_payload(&o->src);
-    n->slot_size = (sizeof(struct sdd_evb_bulk_hdr) +
-                    (size_t)o->bulk *
-                        (sizeof(struct sdd_evb_frag_meta) + evb_frag_bytes(max_payload(&o->src))) +
-                    63) &
-                   ~(size_t)63;
+    n->slot_size = (size_t)slot_bytes(o);
     uint64_t h = 0x45564200ull;
     h = hash_add(h, o->nnodes);
     for (uint32_t i = 0; i < o->nnodes; i++) {
@@ -178,7 +201,6 @@ static void node_layout(struct sdd_evb_node *n)
     }
     h = hash_add(h, o->events);
     h = hash_add(h, o->bulk);
-    h = hash_add(h, o->credits);
     h = hash_add(h, o->src.dist);
     h = hash_add(h, o->src.mean);
     h = hash_add(h, o->src.min);
@@ -265,7 +287,8 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
                  n->pull ? "bulks read by the BUs" : "writes in one piece");
     }
     n->spin_ns = spin_ns(&n->o, n->info->provider);
-    n->cfg_hash = hash_add(n->cfg_hash, n->pull);
+    n->o.credits = sdd_evb_credits(&n->o, n->info->provider);
+    n->cfg_hash = hash_add(hash_add(n->cfg_hash, n->pull), n->o.credits);
     n->huge_pages = sdd_bigbuf_huge_for(n->info->provider);
     size_t ctl_bytes = sizeof(struct evb_ctl) * EVB_CTL_BATCH * (EVB_CTL_RX + EVB_CTL_TX);
     n->ctl_rx = aligned_alloc(64, ctl_bytes);
@@ -799,6 +822,7 @@ void sdd_evb_node_stats(const sdd_evb_node *n, struct sdd_evb_stats *out)
     out->transfer = n->pull ? SDD_EVB_TRANSFER_READ : SDD_EVB_TRANSFER_WRITE;
     out->announce = n->announce;
     out->spin_us = (uint32_t)(n->spin_ns / SDD_NS_PER_US);
+    out->credits = n->o.credits;
     if (out->end_ns == 0 && out->start_ns != 0) {
         out->end_ns = sdd_now_ns();
         out->cpu_ns = cpu_ns() - n->st.cpu_ns;

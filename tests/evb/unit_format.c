@@ -188,6 +188,33 @@ static void test_bad_opts(void)
     sdd_evb_node_destroy(NULL);
 }
 
+/* Auto credits: the most, up to 4, whose bulks (RU pools and BU slots of the nodes on one host)
+ * fit 32 MiB; an explicit value is kept. Slots here: 64 events of 4 KiB are 265 KiB. */
+static void test_auto_credits(void)
+{
+    struct sdd_evb_opts o;
+    sdd_evb_opts_default(&o);
+    CHECK_EQ(o.credits, 0);
+    o.nnodes = 4;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 4); /* 1 KiB: 4 credits hold 14 MB */
+    o.src.mean = 4096;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 2); /* 30 MB with 2, 55 MB with 4 */
+    CHECK_EQ(sdd_evb_credits(&o, "tcp"), 4); /* one node per host: a quarter of that */
+    o.host_nodes = 4;
+    CHECK_EQ(sdd_evb_credits(&o, "tcp"), 2);
+    o.src.mean = 8192;
+    CHECK_EQ(sdd_evb_credits(&o, "tcp"), 1); /* even 1 passes 32 MiB: never fewer */
+    o.host_nodes = 0;
+    o.nnodes = 2;
+    o.src.mean = 4096;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 4); /* 2 x 2 x 13 slots: 14 MB */
+    o.roles[0] = SDD_EVB_ROLE_RU;            /* 1 RU, 1 BU: fewer slots still */
+    o.roles[1] = SDD_EVB_ROLE_BU;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 4);
+    o.credits = 7;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 7);
+}
+
 /* A BU's check of a bulk header: bulk 2 of RU 1 in a run of 100 events in bulks of 32 (4
  * bulks, the last of 4 events). A well-formed bulk whose id lies past the run's end is told
  * apart from a malformed one: it means the RU did not agree on the end (the run split). */
@@ -231,5 +258,6 @@ int main(void)
     test_sizes();
     test_serialize();
     test_bad_opts();
+    test_auto_credits();
     return check_finish();
 }

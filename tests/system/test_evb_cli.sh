@@ -170,6 +170,17 @@ check "spin 0: all complete" test "$(field "$work/w.json" complete)" = 20000
 check "bad spin rejected" test $? -eq 2
 check "bad spin named" grep -q -- "--spin-us" "$work/w.err"
 
+# 7c. Credits: auto keeps the bulk memory of the nodes on this host within 32 MiB; 4 nodes
+#     with 8 KiB fragments get 1 credit and still build every event once; -c wins.
+"$sddaq" evb launch -n 4 -p tcp -s 8192 -e 6000 --json >"$work/c.json" 2>/dev/null
+check "auto credits: exit status" test $? -eq 0
+check "auto credits: 1 at 8 KiB" test "$(field "$work/c.json" credits)" = 1
+check "auto credits: all complete" test "$(field "$work/c.json" complete)" = 6000
+"$sddaq" evb launch -n 2 -p tcp -e 6000 --json >"$work/c.json" 2>/dev/null
+check "auto credits: 4 at 1 KiB" test "$(field "$work/c.json" credits)" = 4
+"$sddaq" evb launch -n 4 -p tcp -s 8192 -e 6000 -c 3 --json >"$work/c.json" 2>/dev/null
+check "explicit credits kept" test "$(field "$work/c.json" credits)" = 3
+
 # 8. Usage errors are clear and exit 2.
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
 check "bad credits rejected" test $? -eq 2
