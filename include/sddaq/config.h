@@ -36,6 +36,11 @@
 #define SDD_CFG_CPU_LIMIT 1023
 /* Most entries per section; more is an error, not a truncation. */
 #define SDD_CFG_MAX_NODES  256
+
+/* A number field given as `auto` (ru and bu stages' credits). */
+#define SDD_CFG_AUTO UINT32_MAX
+/* The event builder's most credits (SDD_EVB_MAX_CREDITS). */
+#define SDD_CFG_EVB_CREDITS_MAX 32
 #define SDD_CFG_MAX_STAGES 4096
 #define SDD_CFG_MAX_LINKS  16384
 
@@ -134,7 +139,7 @@ struct sdd_cfg_source {
 
 struct sdd_cfg_evb {
     uint32_t bulk_size;    /* events per multi-event bulk; default 64 */
-    uint32_t credits;      /* default fabric.credits (0 before fill) */
+    uint32_t credits;      /* 1..32 or SDD_CFG_AUTO (default: docs/config.md) */
     uint32_t heartbeat_ms; /* default 100 */
     uint32_t timeout_ms;   /* event completion / peer timeout; default 1000 */
     int transfer;          /* sdd_evb_transfer: 0 auto (default), 1 write, 2 read */

@@ -30,6 +30,7 @@
 #endif
 
 #define SDD_EVB_MAX_NODES   64
+#define SDD_EVB_MAX_CREDITS 32          /* sdd_evb_opts.credits */
 #define SDD_EVB_FRAG_MAGIC  0x46425645u /* "EVBF" */
 #define SDD_EVB_BULK_MAGIC  0x42425645u /* "EVBB" */
 #define SDD_EVB_EVENT_MAGIC 0x45425645u /* "EVBE" */
@@ -261,6 +262,14 @@ SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
  * up to 4, whose bulk memory (RU pools and BU slots of the nodes on one host) fits 32 MiB, a
  * common last-level cache; at least 1 (docs/evb.md "Credits"). Every node reaches the same. */
 SDD_API uint32_t sdd_evb_credits(const struct sdd_evb_opts *opts, const char *provider);
+/* Bytes of bulk memory (RU pools and BU slots) that the nodes of opts on one host hold with
+ * `credits` (host_nodes of them; 0: all over shm, else 1). */
+SDD_API uint64_t sdd_evb_host_bulk_bytes(const struct sdd_evb_opts *opts, const char *provider,
+                                         uint32_t credits);
+/* The most credits from `max` down to 1 whose host bulk bytes fit 32 MiB (what auto does with
+ * max 4; sddaq run's stages start from fabric.credits). */
+SDD_API uint32_t sdd_evb_credits_fit(const struct sdd_evb_opts *opts, const char *provider,
+                                     uint32_t max);
 /* Does a node of opts over `provider` read its bulks (true) or have them written (false)? */
 SDD_API bool sdd_evb_transfer_reads(const struct sdd_evb_opts *opts, const char *provider);
 

@@ -350,7 +350,7 @@ sdd_err sdd_config_fill_defaults(sdd_config *cfg)
             memcpy(s->node, cfg->nodes[0].name, sizeof(s->node));
         }
         if ((s->type == SDD_STAGE_RU || s->type == SDD_STAGE_BU) && s->evb.credits == 0) {
-            s->evb.credits = cfg->fabric.credits;
+            s->evb.credits = SDD_CFG_AUTO; /* fabric.credits, fewer where the cache needs */
         }
         if (s->type == SDD_STAGE_SOURCE && s->source.fragment.dist == SDD_FRAG_UNIFORM) {
             struct sdd_cfg_fragment *f = &s->source.fragment;

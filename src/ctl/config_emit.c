@@ -160,11 +160,14 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
     }
     case SDD_STAGE_RU:
     case SDD_STAGE_BU:
-        sbuf_put(b,
-                 "    bulk_size: %u\n    credits: %u\n    heartbeat_ms: %u\n    timeout_ms: %u\n"
-                 "    transfer: %s\n",
-                 s->evb.bulk_size, s->evb.credits, s->evb.heartbeat_ms, s->evb.timeout_ms,
-                 cfg_transfer_names[s->evb.transfer]);
+        sbuf_put(b, "    bulk_size: %u\n    credits: ", s->evb.bulk_size);
+        if (s->evb.credits == SDD_CFG_AUTO) {
+            sbuf_put(b, "auto");
+        } else {
+            sbuf_put(b, "%u", s->evb.credits);
+        }
+        sbuf_put(b, "\n    heartbeat_ms: %u\n    timeout_ms: %u\n    transfer: %s\n",
+                 s->evb.heartbeat_ms, s->evb.timeout_ms, cfg_transfer_names[s->evb.transfer]);
         break;
     case SDD_STAGE_PROCESS:
         sbuf_put(b, "    algorithm: %s\n", sdd_algo_name(s->process.algorithm));

@@ -33,7 +33,19 @@ struct pctx {
     bool no_memory;
 };
 
-enum ftype { F_NAME, F_STR, F_U32, F_U64, F_SIZE, F_DOUBLE, F_FLOAT, F_ENUM, F_CPUS, F_HOSTPORT };
+enum ftype {
+    F_NAME,
+    F_STR,
+    F_U32,
+    F_U32_AUTO, /* an unsigned integer, or `auto` (SDD_CFG_AUTO) */
+    F_U64,
+    F_SIZE,
+    F_DOUBLE,
+    F_FLOAT,
+    F_ENUM,
+    F_CPUS,
+    F_HOSTPORT
+};
 
 #define NO_POS SIZE_MAX
 
@@ -245,6 +257,9 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
     case F_FLOAT:
         snprintf(want, sizeof(want), "a number");
         break;
+    case F_U32_AUTO:
+        snprintf(want, sizeof(want), "an unsigned integer or auto");
+        break;
     default:
         snprintf(want, sizeof(want), "an unsigned integer");
         break;
@@ -260,6 +275,11 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
                 goto out_pos;
             }
         }
+    }
+    if (f->type == F_U32_AUTO && is_plain(n) && strcmp(s, "auto") == 0) {
+        uint32_t a = SDD_CFG_AUTO;
+        memcpy(dst, &a, sizeof(a));
+        goto out_pos;
     }
     if (f->type != F_STR && f->type != F_CPUS && is_null(n)) {
         perr(c, n, path, "missing value (expected %s)", want);
@@ -333,20 +353,20 @@ static void set_field(struct pctx *c, const struct field *f, yaml_node_t *n, voi
         break;
     }
     case F_U32:
+    case F_U32_AUTO:
     case F_U64:
     case F_SIZE: {
         uint64_t v = 0;
         if (!is_plain(n) || parse_uint(s, f->type == F_SIZE, &v) != 0) {
             perr(c, n, path, "expected %s, got '%s'",
-                 f->type == F_SIZE ? "a size in bytes (suffixes K, M, G)" : "an unsigned integer",
-                 s);
+                 f->type == F_SIZE ? "a size in bytes (suffixes K, M, G)" : want, s);
             return;
         }
         if ((double)v < f->min || (double)v > f->max) {
             perr(c, n, path, "value %s is out of range (%.0f to %.0f)", s, f->min, f->max);
             return;
         }
-        if (f->type == F_U32) {
+        if (f->type == F_U32 || f->type == F_U32_AUTO) {
             uint32_t v32 = (uint32_t)v;
             memcpy(dst, &v32, sizeof(v32));
         } else {
@@ -521,7 +541,7 @@ static const struct field stage_source[] = {
 };
 static const struct field stage_evb[] = {
     FLD(stg, bulk_size, F_U32, evb.bulk_size, 1, 65536),
-    FLD(stg, credits, F_U32, evb.credits, 1, 65536),
+    FLD(stg, credits, F_U32_AUTO, evb.credits, 1, SDD_CFG_EVB_CREDITS_MAX),
     FLD(stg, heartbeat_ms, F_U32, evb.heartbeat_ms, 1, 3600000),
     FLD(stg, timeout_ms, F_U32, evb.timeout_ms, 1, 3600000),
     FENUM(stg, transfer, evb.transfer, cfg_transfer_names),

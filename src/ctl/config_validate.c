@@ -151,6 +151,38 @@ static void check_stages(struct vctx *v)
     }
 }
 
+/* The nodes of one event builder must agree on its options (the builder checks them at
+ * connect): every ru and bu stage gives what the first one gives. */
+static void check_evb_stages(struct vctx *v)
+{
+    const sdd_config *cfg = v->cfg;
+    const struct sdd_cfg_stage *first = NULL;
+    char key[96];
+    for (size_t i = 0; i < cfg->n_stages; i++) {
+        const struct sdd_cfg_stage *s = &cfg->stages[i];
+        if (s->type != SDD_STAGE_RU && s->type != SDD_STAGE_BU) {
+            continue;
+        }
+        if (first == NULL) {
+            first = s;
+            continue;
+        }
+        const struct sdd_cfg_evb *a = &s->evb, *b = &first->evb;
+        const char *what = a->bulk_size != b->bulk_size         ? "bulk_size"
+                           : a->credits != b->credits           ? "credits"
+                           : a->heartbeat_ms != b->heartbeat_ms ? "heartbeat_ms"
+                           : a->timeout_ms != b->timeout_ms     ? "timeout_ms"
+                           : a->transfer != b->transfer         ? "transfer"
+                                                                : NULL;
+        if (what != NULL) {
+            snprintf(key, sizeof(key), "stages[%zu].%s", i, what);
+            verr(v, s->pos, key,
+                 "must be the same in every ru and bu stage ('%s' differs from '%s')", s->name,
+                 first->name);
+        }
+    }
+}
+
 /* hough-emu sources split the six barrel layers of one sector event between them, so they must
  * generate the same events (one seed, one pileup level) and there can be at most one per
  * layer. Mismatches are reported against the first hough-emu source. */
@@ -356,6 +388,7 @@ sdd_err sdd_config_validate(const sdd_config *cfg, struct sdd_config_diag *diag)
     struct vctx v = {cfg, diag, 0};
     check_nodes(&v);
     check_stages(&v);
+    check_evb_stages(&v);
     check_hough_sources(&v);
     size_t ns = cfg->n_stages, nl = cfg->n_links;
     long *from = calloc(nl + 1, sizeof(*from)), *to = calloc(nl + 1, sizeof(*to));

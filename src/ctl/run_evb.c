@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "run_internal.h"
+
+_Static_assert(SDD_CFG_EVB_CREDITS_MAX == SDD_EVB_MAX_CREDITS, "one credit limit");
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 #include "sddaq/log.h"
@@ -403,6 +405,25 @@ static uint32_t hough_index(const sdd_config *cfg, const struct sdd_cfg_stage *s
     return k;
 }
 
+/* `credits: auto` (the default): fabric.credits, fewer where the bulks of the event-builder
+ * nodes that share a host would pass the cache (sdd_evb_credits_fit; docs/config.md). From
+ * the topology alone, so every node of the run reaches the same. */
+static void auto_credits(struct sdd_run *r)
+{
+    struct sdd_evb_opts *o = &r->evb_opts;
+    o->host_nodes = 0;
+    for (uint32_t a = 0; a < r->nevb; a++) {
+        uint32_t same = 0;
+        for (uint32_t b = 0; b < r->nevb; b++) {
+            same += strcmp(r->evb[a].host, r->evb[b].host) == 0;
+        }
+        o->host_nodes = same > o->host_nodes ? same : o->host_nodes;
+    }
+    uint32_t max = r->cfg->fabric.credits;
+    max = max < SDD_EVB_MAX_CREDITS ? max : SDD_EVB_MAX_CREDITS;
+    o->credits = sdd_evb_credits_fit(o, o->provider, max);
+}
+
 /* The evb's options shared by every node, from the stages and the first source. Every node
  * of a multi-node run computes the same (the event builder checks it at connect). */
 static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t nru)
@@ -420,7 +441,7 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
     }
     const struct sdd_cfg_evb *ec = &rus[0]->cfg->evb;
     o->bulk = ec->bulk_size;
-    o->credits = ec->credits;
+    o->credits = ec->credits == SDD_CFG_AUTO ? 0 : ec->credits; /* auto: auto_credits() */
     o->hb_ms = ec->heartbeat_ms;
     o->event_timeout_ms = ec->timeout_ms;
     o->transfer = (sdd_evb_transfer)ec->transfer;
@@ -499,6 +520,9 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
         max_payload = o->src.dist == SDD_EVB_SIZE_FIXED ? o->src.mean
                       : o->src.max != 0                  ? o->src.max
                                                          : 4 * o->src.mean;
+    }
+    if (o->credits == 0) {
+        auto_credits(r);
     }
     size_t frag = (sizeof(struct sdd_evb_frag_hdr) + (size_t)max_payload + SDD_EVB_ALIGN - 1) &
                   ~(size_t)(SDD_EVB_ALIGN - 1);
@@ -622,12 +646,13 @@ sdd_err run_evb_setup(struct sdd_run *r)
                       either_stage(e)->cfg->name, e->host, e->port, sdd_strerror(err));
         } else {
             e->port = sdd_evb_node_port(e->n);
-            if (e->bu != NULL) { /* what transfer: auto chose, for the summary */
+            if (e->bu != NULL) { /* what transfer and credits auto chose, for the summary */
                 struct sdd_evb_stats st;
                 sdd_evb_node_stats(e->n, &st);
-                snprintf(e->bu->detail, sizeof(e->bu->detail), "bulks %s",
+                snprintf(e->bu->detail, sizeof(e->bu->detail), "bulks %s, %u credits",
                          st.transfer == SDD_EVB_TRANSFER_READ ? "read from the RUs"
-                                                              : "written by the RUs");
+                                                              : "written by the RUs",
+                         st.credits);
             }
             err = run_evb_metrics_register(r, e);
         }

@@ -15,14 +15,15 @@
 #define EVB_CTL_RX      256         /* control receives posted at once */
 #define EVB_CTL_TX      1024        /* control sends in flight */
 #define EVB_CTL_BATCH   8           /* control records per fabric message, at most */
-#define EVB_MAX_CREDITS 32          /* regular slots per RU per BU (and as many for re-sends) */
+#define EVB_MAX_CREDITS \
+    SDD_EVB_MAX_CREDITS /* regular slots per RU per BU (and as many for re-sends) */
 /* Auto credits (sdd_evb_credits): the most, and the bulk memory a host may hold with them.
  * Measured (docs/PERFORMANCE.md, session 22): past this VM's 32 MiB L3 the copies miss it, and
  * 4 shm nodes with 4 KiB fragments built 25 % more events/s with 2 credits (30 MB) than with 4
  * (55 MB), 9 % more at 8 KiB with 1 than 2; below it 2 or 4 made no difference. A constant, not
  * this host's cache size: every node must reach the same credits (the options' hash). */
-#define EVB_AUTO_CREDITS      4
-#define EVB_AUTO_CREDIT_BYTES (32ull << 20)
+#define EVB_AUTO_CREDITS 4
+#define EVB_CACHE_BYTES  (32ull << 20)
 #define EVB_ACK_MEMORY  (2 * EVB_MAX_CREDITS) /* built bulks an RU remembers per BU */
 
 static inline size_t evb_frag_bytes(uint32_t payload)

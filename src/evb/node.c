@@ -116,11 +116,9 @@ static uint64_t slot_bytes(const struct sdd_evb_opts *o)
     return (sizeof(struct sdd_evb_bulk_hdr) + (uint64_t)o->bulk * per_event + 63) & ~63ull;
 }
 
-uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
+uint64_t sdd_evb_host_bulk_bytes(const struct sdd_evb_opts *o, const char *provider,
+                                 uint32_t credits)
 {
-    if (o->credits != 0) {
-        return o->credits;
-    }
     uint64_t nru = 0, nbu = 0;
     for (uint32_t i = 0; i < o->nnodes && i < SDD_EVB_MAX_NODES; i++) {
         uint8_t r = o->roles[i] != 0 ? o->roles[i] : (SDD_EVB_ROLE_RU | SDD_EVB_ROLE_BU);
@@ -130,12 +128,22 @@ uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
     uint64_t host = o->host_nodes != 0 ? o->host_nodes : (is_shm(provider) ? o->nnodes : 1);
     /* Over the whole run, each BU's 2 x C slots per RU and each RU's (C + 1) bulks per BU hold
      * nru x nbu x (3C + 1) slots; a host holds its share of them. */
-    uint32_t c = EVB_AUTO_CREDITS;
-    while (c > 1 && slot_bytes(o) * nru * nbu * (3 * c + 1) * host / (o->nnodes ? o->nnodes : 1) >
-                        EVB_AUTO_CREDIT_BYTES) {
+    uint64_t run = slot_bytes(o) * nru * nbu * (3 * (uint64_t)credits + 1);
+    return o->nnodes != 0 ? run * host / o->nnodes : run;
+}
+
+uint32_t sdd_evb_credits_fit(const struct sdd_evb_opts *o, const char *provider, uint32_t max)
+{
+    uint32_t c = max;
+    while (c > 1 && sdd_evb_host_bulk_bytes(o, provider, c) > EVB_CACHE_BYTES) {
         c--;
     }
-    return c;
+    return c > 0 ? c : 1;
+}
+
+uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
+{
+    return o->credits != 0 ? o->credits : sdd_evb_credits_fit(o, provider, EVB_AUTO_CREDITS);
 }
 
 static sdd_err check_opts(const struct sdd_evb_opts *o)
@@ -266,8 +274,11 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
     /* Silence is the heartbeats' to judge, at dead_ms; the bootstrap socket's keepalive only
      * backs them up. At dead_ms itself it allowed one probe a second and timed out between two
      * healthy hosts of a loaded VM, and it gave up a BU sooner after its last word than the
-     * lease (lease.c) assumes. A process that dies still closes its socket at once. */
-    eo.peer_timeout_ms = 2 * opts->dead_ms;
+     * lease (lease.c) assumes. At 2 x dead_ms of 1 s (evb.failover) it once took a healthy
+     * peer for dead under a loaded ctest -j2, and two survivors then built every event each
+     * (docs/evb.md, "Two nodes cut apart"). So at least 10 s: a process that dies still
+     * closes its socket at once, and a silent host is the heartbeats' to find. */
+    eo.peer_timeout_ms = 2 * opts->dead_ms > 10000 ? 2 * opts->dead_ms : 10000;
     eo.wait_mode = (sdd_wait_mode)opts->wait_mode;
     eo.op_timeout_ms = opts->dead_ms * 4 > 10000 ? opts->dead_ms * 4 : 10000;
     err = sdd_ep_open(&eo, &n->ep);

@@ -146,7 +146,9 @@ static void test_default(void)
     long r = sdd_config_find_stage(cfg, "results");
     CHECK(r >= 0 && cfg->stages[r].type == SDD_STAGE_FEEDBACK);
     long ru = sdd_config_find_stage(cfg, "ru0");
-    CHECK(ru >= 0 && cfg->stages[ru].evb.credits == 16 && cfg->stages[ru].evb.bulk_size == 64);
+    /* auto: fabric.credits (16), fewer where the bulks would pass the cache (run_evb.c) */
+    CHECK(ru >= 0 && cfg->stages[ru].evb.credits == SDD_CFG_AUTO &&
+          cfg->stages[ru].evb.bulk_size == 64);
     CHECK(ru >= 0 && cfg->stages[ru].evb.transfer == SDD_EVB_TRANSFER_AUTO);
     /* One tracker sector read out by two boards: both hough-emu, same seed and pileup. */
     for (int k = 0; k < 2; k++) {
@@ -265,6 +267,28 @@ static void test_minimal(void)
           strcmp(d.errors[0].text, "<input>: links[0].to: unknown stage 'zz'") == 0);
     sdd_config_diag_fini(&d);
     sdd_config_destroy(c);
+}
+
+/* An event builder's credits: a number is kept, `auto` and no key are auto; both round-trip. */
+static void test_evb_credits(void)
+{
+    static const char *const given[] = {"credits: 8, ", "credits: auto, ", ""};
+    static const uint32_t want[] = {8, SDD_CFG_AUTO, SDD_CFG_AUTO};
+    for (int k = 0; k < 3; k++) {
+        char yaml[512];
+        snprintf(yaml, sizeof(yaml),
+                 "stages:\n  - {name: s, type: source}\n  - {name: r, type: ru, %sbulk_size: 4}\n"
+                 "  - {name: b, type: bu, %sbulk_size: 4}\n  - {name: w, type: writer, format: "
+                 "null}\nlinks:\n  - {from: s, to: r}\n  - {from: r, to: b}\n"
+                 "  - {from: b, to: w}\n",
+                 given[k], given[k]);
+        sdd_config *cfg = parse_ok(yaml, "t.yaml");
+        CHECK_REQUIRE(cfg != NULL);
+        CHECK_EQ(cfg->stages[1].evb.credits, want[k]);
+        CHECK_EQ(cfg->stages[2].evb.credits, want[k]);
+        check_round_trip(cfg);
+        sdd_config_destroy(cfg);
+    }
 }
 
 /* A rich stage's ring finder: defaults, every key set, and the show -> parse round trip. */
@@ -614,6 +638,16 @@ static void test_stage_keys(void)
                  "unknown value 'camera'");
     EXPECT_ERROR("stages:\n  - {name: r, type: ru, transfer: sideways}\n",
                  "2:35: stages[0].transfer", "unknown value 'sideways'");
+    /* credits: 1 to the event builder's 32, or auto; every ru and bu gives the same. */
+    EXPECT_ERROR("stages:\n  - {name: r, type: ru, credits: 33}\n", "2:34: stages[0].credits",
+                 "value 33 is out of range (1 to 32)");
+    EXPECT_ERROR("stages:\n  - {name: r, type: ru, credits: many}\n", "2:34: stages[0].credits",
+                 "expected an unsigned integer or auto, got 'many'");
+    EXPECT_ERROR("stages:\n  - {name: r, type: ru, credits: auto}\n"
+                 "  - {name: b, type: bu, credits: 4}\n",
+                 "3:5: stages[1].credits", "must be the same in every ru and bu stage");
+    EXPECT_ERROR("stages:\n  - {name: r, type: ru}\n  - {name: b, type: bu, bulk_size: 8}\n",
+                 "3:5: stages[1].bulk_size", "('b' differs from 'r')");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, kind: udp}\n", "2:5: stages[0].listen",
                  "a 'udp' source needs");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, listen: \"h:1\"}\n",
@@ -853,6 +887,7 @@ int main(void)
     test_default();
     test_examples();
     test_minimal();
+    test_evb_credits();
     test_rich_finder();
     test_quoting();
     test_hough_emu();

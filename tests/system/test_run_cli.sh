@@ -44,6 +44,9 @@ rejected=$(field "$json" rejected)
 [ $((kept + rejected)) = 20000 ] || fail "default: kept + rejected: $json"
 [ "$kept" -gt 0 ] && [ "$rejected" -gt 0 ] || fail "default: the trigger kept all or none: $json"
 [ "$(field "$json" written)" = "$kept" ] || fail "default: written != kept: $json"
+# credits: auto keeps fabric.credits (16) where the bulks fit the cache, as here.
+[ "$(stage "$json" bu0 detail | grep -o '[0-9]* credits')" = "16 credits" ] ||
+    fail "default: auto credits: $json"
 [ "$(stage "$json" results events_out)" = 20000 ] || fail "default: feedback published: $json"
 # The emulated sources are generated inside their RUs: each gave what its RU took (one fragment
 # of every event); a stage that timed nothing has no age (null), the trigger has one.
@@ -117,8 +120,14 @@ built_now() {
     "$sddaq" ctl -H "$hp" metrics | awk '/^sddaq_bu_events_out_total/ { n += $2 } END { print n + 0 }'
 }
 "$sddaq" ctl -H "$hp" start >/dev/null || fail "http: start"
-sleep 1
-metrics=$("$sddaq" ctl -H "$hp" metrics) || fail "http: metrics"
+# Both appear once the first events have gone through (a second here; up to 10 s on a loaded
+# machine: the trigger's summary failed once after a flat 1 s wait under ctest).
+for _ in $(seq 1 20); do
+    sleep 0.5
+    metrics=$("$sddaq" ctl -H "$hp" metrics) || fail "http: metrics"
+    grep -qE '^sddaq_process_latency_seconds\{stage="trigger",node="local",quantile="0.99"\} [0-9]' <<<"$metrics" &&
+        break
+done
 grep -qE '^sddaq_bu_events_out_total\{stage="bu0",node="local"\} [1-9]' <<<"$metrics" ||
     fail "http: metrics show no built events"
 grep -qE '^sddaq_process_latency_seconds\{stage="trigger",node="local",quantile="0.99"\} [0-9]' <<<"$metrics" ||
@@ -179,13 +188,45 @@ ok_run "$json" "prescale"
 [ "$(field "$json" kept)" = 1000 ] || fail "prescale: kept: $json"
 [ "$(stage "$json" sample events_out)" = 1000 ] || fail "prescale: raw records: $json"
 [ "$(stage "$json" all events_out)" = 7000 ] || fail "prescale: null writer: $json"
-[ "$(stage "$json" bu0 detail)" = "bulks read from the RUs" ] || fail "prescale: transfer: $json"
+[ "$(stage "$json" bu0 detail)" = "bulks read from the RUs, 4 credits" ] ||
+    fail "prescale: transfer and credits: $json"
 raw=$(stage "$json" sample detail)
 out=$("$sddaq" inspect "$raw" --verify) || fail "prescale: inspect $raw: $out"
 grep -q "^records  *1000$" <<<"$out" || fail "prescale: $out"
 ids=$("$sddaq" inspect "$raw" --json --dump 1000 |
     "$py" -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(all(x["id"]%7==0 for x in e), len({x["id"] for x in e}))')
 [ "$ids" = "True 1000" ] || fail "prescale: ids not 1000 distinct multiples of 7: $ids"
+
+# 5a. credits: auto with 16 KiB fragments over shm: two RU+BU nodes would hold 52 MiB of bulks
+# with 4 credits (RUs x BUs x (3 x 4 + 1) slots of 1 MiB), so they take 2 (28 MiB).
+cat >"$dir/big.yaml" <<EOF
+run: {name: big, output_dir: $dir/big}
+fabric: {provider: shm}
+nodes: [{name: n, control_port: 0}]
+stages:
+  - {name: s0, type: source, kind: evb-emu, fragment: {dist: fixed, size: 16K}}
+  - {name: s1, type: source, kind: evb-emu, fragment: {dist: fixed, size: 16K}}
+  - {name: ru0, type: ru}
+  - {name: ru1, type: ru}
+  - {name: bu0, type: bu}
+  - {name: bu1, type: bu}
+  - {name: all, type: writer, format: null}
+links:
+  - {from: s0, to: ru0}
+  - {from: s1, to: ru1}
+  - {from: ru0, to: bu0}
+  - {from: ru0, to: bu1}
+  - {from: ru1, to: bu0}
+  - {from: ru1, to: bu1}
+  - {from: bu0, to: all}
+  - {from: bu1, to: all}
+EOF
+json=$("$sddaq" run "$dir/big.yaml" -n 20000 -q --no-http --json 2>"$dir/big.err") ||
+    fail "auto credits, 16 KiB: $(cat "$dir/big.err")"
+ok_run "$json" "auto credits, 16 KiB"
+[ "$(stage "$json" all events_out)" = 20000 ] || fail "auto credits: written: $json"
+[ "$(stage "$json" bu1 detail | grep -o '[0-9]* credits')" = "2 credits" ] ||
+    fail "auto credits: 16 KiB over shm: $json"
 
 # 5b. Detector readout as the source: two emulated UDP detectors (4 x 1 KiB packets per frame,
 # 10000 frames/s, one with 0.1 % packet loss) -> receivers -> RUs -> BUs -> raw file. Every
