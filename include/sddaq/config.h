@@ -36,13 +36,13 @@
 #define SDD_CFG_CPU_LIMIT 1023
 /* Most entries per section; more is an error, not a truncation. */
 #define SDD_CFG_MAX_NODES  256
+#define SDD_CFG_MAX_STAGES 4096
+#define SDD_CFG_MAX_LINKS  16384
 
 /* A number field given as `auto` (ru and bu stages' credits). */
 #define SDD_CFG_AUTO UINT32_MAX
 /* The event builder's most credits (SDD_EVB_MAX_CREDITS). */
 #define SDD_CFG_EVB_CREDITS_MAX 32
-#define SDD_CFG_MAX_STAGES 4096
-#define SDD_CFG_MAX_LINKS  16384
 
 /* Where a value came from: 1-based line and column in the file, 0 when built in code. */
 struct sdd_cfg_pos {

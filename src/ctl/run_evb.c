@@ -12,11 +12,11 @@
 #include <string.h>
 
 #include "run_internal.h"
-
-_Static_assert(SDD_CFG_EVB_CREDITS_MAX == SDD_EVB_MAX_CREDITS, "one credit limit");
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 #include "sddaq/log.h"
+
+_Static_assert(SDD_CFG_EVB_CREDITS_MAX == SDD_EVB_MAX_CREDITS, "one credit limit");
 
 #define LOG "run"
 

@@ -15,8 +15,8 @@
 #define EVB_CTL_RX      256         /* control receives posted at once */
 #define EVB_CTL_TX      1024        /* control sends in flight */
 #define EVB_CTL_BATCH   8           /* control records per fabric message, at most */
-#define EVB_MAX_CREDITS \
-    SDD_EVB_MAX_CREDITS /* regular slots per RU per BU (and as many for re-sends) */
+/* Regular slots per RU per BU, at most (and as many for re-sends). */
+#define EVB_MAX_CREDITS SDD_EVB_MAX_CREDITS
 /* Auto credits (sdd_evb_credits): the most, and the bulk memory a host may hold with them.
  * Measured (docs/PERFORMANCE.md, session 22): past this VM's 32 MiB L3 the copies miss it, and
  * 4 shm nodes with 4 KiB fragments built 25 % more events/s with 2 credits (30 MB) than with 4
