@@ -31,13 +31,16 @@ static void usage(FILE *out)
             "  -n, --iters N       operations per size (default depends on size)\n"
             "  -D, --duration S    seconds per size instead of a count\n"
             "  -w, --window N      operations in flight for bw (default 64)\n"
+            "      --span BYTES    bw write/read: each operation takes the next stretch of\n"
+            "                      both buffers, through BYTES of each (at most 16M; default\n"
+            "                      0: one buffer, as ib_write_bw)\n"
             "      --wait MODE     spin | adaptive | block (default adaptive)\n"
             "      --json          one JSON object per size on stdout, nothing else\n"
             "  server only: --host H (default all), --port N (default any), --port-file F,\n"
             "               --once (exit after the first client)\n");
 }
 
-enum { OPT_WAIT = 256, OPT_JSON, OPT_HOST, OPT_PORT, OPT_PORT_FILE, OPT_ONCE };
+enum { OPT_WAIT = 256, OPT_JSON, OPT_HOST, OPT_PORT, OPT_PORT_FILE, OPT_ONCE, OPT_SPAN };
 
 static int parse_wait(const char *s, sdd_wait_mode *w)
 {
@@ -89,6 +92,8 @@ static int parse_option(struct perf_opts *o, int c, const char *arg)
         }
         o->window = (uint32_t)v;
         return 0;
+    case OPT_SPAN:
+        return cli_parse_size(arg, &o->span) == 0 && o->span <= PERF_MAX_SIZE ? 0 : -1;
     case OPT_WAIT:
         return parse_wait(arg, &o->wait);
     case OPT_JSON:
@@ -124,6 +129,7 @@ static int parse_args(int argc, char **argv, struct perf_opts *o)
         {"duration", required_argument, NULL, 'D'},
         {"window", required_argument, NULL, 'w'},
         {"wait", required_argument, NULL, OPT_WAIT},
+        {"span", required_argument, NULL, OPT_SPAN},
         {"json", no_argument, NULL, OPT_JSON},
         {"host", required_argument, NULL, OPT_HOST},
         {"port", required_argument, NULL, OPT_PORT},
@@ -167,9 +173,10 @@ void perf_print_result(const struct perf_opts *o, const char *provider, const st
     double us = 1e-3;
     if (o->json) {
         printf("{\"tool\":\"sddaq-perf\",\"provider\":\"%s\",\"test\":\"%s\",\"op\":\"%s\","
-               "\"size\":%llu,\"iters\":%llu,\"window\":%u,\"wait\":\"%s\",",
+               "\"size\":%llu,\"iters\":%llu,\"window\":%u,\"wait\":\"%s\",\"span\":%llu,",
                provider, perf_test_name(r->test), perf_op_name(r->op), (unsigned long long)r->size,
-               (unsigned long long)r->iters, r->window, perf_wait_name(o->wait));
+               (unsigned long long)r->iters, r->window, perf_wait_name(o->wait),
+               (unsigned long long)o->span);
         if (r->test == PERF_LAT) {
             printf("\"lat_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"min\":%.3f,"
                    "\"max\":%.3f,\"mean\":%.3f},",

@@ -53,6 +53,7 @@ struct perf_opts {
     uint64_t iters;  /* 0 = default per size */
     double duration; /* seconds per size; 0 = use iters */
     uint32_t window;
+    uint64_t span; /* bw: step each operation's buffers through this many bytes (0: one) */
     bool json;
     bool quiet_header;
 };
@@ -67,6 +68,7 @@ struct perf_side {
     sdd_peer *peer;
     struct sdd_rkey remote; /* the peer's whole buffer */
     bool ctl_armed;         /* a control receive is posted */
+    uint64_t span, next;    /* data offsets step through [0, span) (perf_opts.span) */
     struct sdd_cqe cq[64];  /* completions read in one burst, handed out one by one */
     int cq_n, cq_i;
 };

@@ -26,6 +26,7 @@ const char *perf_wait_name(sdd_wait_mode w)
 int perf_side_open(struct perf_side *s, const struct perf_opts *o)
 {
     memset(s, 0, sizeof(*s));
+    s->span = o->span;
     struct sdd_ep_opts eo;
     sdd_ep_opts_default(&eo);
     eo.provider = o->provider;
@@ -184,20 +185,27 @@ int perf_post(struct perf_side *s, enum perf_op op, uint64_t size, bool imm)
 {
     /* Ping-pongs wait for the peer's answer, never for their own send's completion. */
     void *ctx = imm && op != PERF_READ ? SDD_CTX_SILENT : NULL;
+    /* With a span, each write or read takes the next size-long stretch of both buffers, as a
+     * builder moves new bulks rather than one cache-resident buffer over and over. */
+    uint64_t off = 0, places = s->span / (size ? size : 1);
+    if (places > 1 && op != PERF_SEND) {
+        off = s->next % places * size;
+    }
     sdd_err err;
     if (op == PERF_SEND) {
         err = sdd_ep_post_send(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, ctx);
     } else if (op == PERF_WRITE && imm) {
-        err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
-                                    PERF_RX_OFF, size, ctx);
+        err = sdd_ep_post_write_imm(s->ep, s->peer, s->buf + PERF_TX_OFF + off, size, s->mr,
+                                    &s->remote, PERF_RX_OFF + off, size, ctx);
     } else if (op == PERF_WRITE) {
-        err = sdd_ep_post_write(s->ep, s->peer, s->buf + PERF_TX_OFF, size, s->mr, &s->remote,
-                                PERF_RX_OFF, ctx);
+        err = sdd_ep_post_write(s->ep, s->peer, s->buf + PERF_TX_OFF + off, size, s->mr, &s->remote,
+                                PERF_RX_OFF + off, ctx);
     } else {
-        err = sdd_ep_post_read(s->ep, s->peer, s->buf + PERF_RX_OFF, size, s->mr, &s->remote,
-                               PERF_TX_OFF, ctx);
+        err = sdd_ep_post_read(s->ep, s->peer, s->buf + PERF_RX_OFF + off, size, s->mr, &s->remote,
+                               PERF_TX_OFF + off, ctx);
     }
     if (err == SDD_OK) {
+        s->next++;
         return 0;
     }
     if (err == SDD_EAGAIN) {

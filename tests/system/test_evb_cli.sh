@@ -54,6 +54,22 @@ check "check: all complete" test "$(field "$work/check.json" complete)" = 20000
 "$sddaq" evb check -e 20000 "$work"/r0.bin "$work"/r1.bin >"$work/check2.json"
 check "check notices lost events" test $? -ne 0
 check "check counts lost events" test "$(field "$work/check2.json" lost)" -gt 0
+# An event built by a BU that failed right after delivering it and again from the re-sent bulk
+# (flagged RESENT) is at-least-once at a failure, counted apart; two plain copies are an error.
+python3 - "$work" <<'PY'
+import struct, sys
+w = sys.argv[1]
+rec = lambda e, f: struct.pack("<QII", e, f, 1)
+open(w + "/d0.bin", "wb").write(rec(0, 0) + rec(1, 0) + rec(2, 0))
+open(w + "/d1.bin", "wb").write(rec(1, 16))  # event 1 again, RESENT
+open(w + "/d2.bin", "wb").write(rec(2, 0))   # event 2 again, plain
+PY
+"$sddaq" evb check -e 3 "$work"/d0.bin "$work"/d1.bin >"$work/d.json"
+check "check: a RESENT second copy is not an error" test $? -eq 0
+check "check: counted as dup_resent" test "$(field "$work/d.json" dup_resent)" = 1
+"$sddaq" evb check -e 3 "$work"/d0.bin "$work"/d1.bin "$work"/d2.bin >"$work/d.json"
+check "check: two plain copies are an error" test $? -ne 0
+check "check: counted as dup" test "$(field "$work/d.json" dup)" = 1
 
 # 3. SIGKILL of a BU mid-run: nothing lost, nothing built twice.
 "$sddaq" evb launch -n 5 -p tcp --roles ru,ru,bu,bu,bu -e 60000 -b 20 -c 3 -r 15000 \
@@ -109,6 +125,9 @@ assert r["tool"] == "sddaq-evb-bench" and r["nodes"] == 2 and r["lost"] == 0 and
 assert r["mesh_Gbps"] > 0 and r["oneway_Gbps"] > 0 and r["evb_net_Gbps"] > 0, r
 assert abs(r["ratio_pct"] - 100 * r["evb_net_Gbps"] / r["mesh_Gbps"]) < 0.1, r
 assert abs(r["ratio_oneway_pct"] - 100 * r["evb_net_Gbps"] / r["oneway_Gbps"]) < 0.1, r
+# the one-way reference through the builder's memory: half its pools and slots a side
+assert 0 < r["span_bytes"] <= 16 << 20 and r["oneway_span_Gbps"] > 0, r
+assert abs(r["ratio_oneway_span_pct"] - 100 * r["evb_net_Gbps"] / r["oneway_span_Gbps"]) < 0.1, r
 PY
 
 # 6b. How written bulks are announced (docs/evb.md): over tcp a message right behind the write,

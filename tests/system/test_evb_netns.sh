@@ -89,6 +89,9 @@ wait "${pids[3]}" 2>/dev/null
 "$sddaq" evb check -e 60000 "$work"/b?.bin >"$work/b.check"
 check "BU killed: none lost or twice" test $? -eq 0
 check "BU killed: all complete" test "$(field "$work/b.check" complete)" = 60000
+# Delivered by the killed BU in its last instant and rebuilt (RESENT) by a survivor: at most
+# its credits' worth of bulks (4 x 20 events; docs/evb.md "Failures").
+check "BU killed: at most 80 rebuilt" test "$(field "$work/b.check" dup_resent)" -le 80
 
 # 3. The same, but host 3 is cut off instead: the RU hosts' frames to it go to a MAC that is
 # nobody's (it still sends; nothing reaches it). Its leases lapse; once it loses the RUs it

@@ -61,6 +61,12 @@ check "and says why" grep -q "connection refused" "$work/refused.err"
 check "malformed HOST:PORT is a usage error" test $? -eq 2
 "$sddaq" perf self -s 32M >/dev/null 2>&1
 check "sizes over 16 MiB are refused" test $? -eq 2
+"$sddaq" perf self -p tcp -t bw -o write -s 64K --span 1M -D 0.2 --json >"$work/span.json" \
+    2>"$work/span.err"
+check "perf self --span exits 0" test $? -eq 0
+check "perf self --span reports its span" grep -q '"span":1048576' "$work/span.json"
+"$sddaq" perf self --span 32M >/dev/null 2>&1
+check "spans over 16 MiB are refused" test $? -eq 2
 "$sddaq" perf self -t nope >/dev/null 2>&1
 check "unknown test is a usage error" test $? -eq 2
 "$sddaq" nosuchcommand >/dev/null 2>&1
