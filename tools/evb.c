@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "perf.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
 #include "sddaq/evb.h"
@@ -160,14 +161,7 @@ static int parse_nodes(struct evb_cli *c, const char *s)
     c->o.nnodes = i;
     c->have_nodes = i > 0;
     /* Auto credits count the nodes that share a host; the list is the same on every node. */
-    c->o.host_nodes = 0;
-    for (uint32_t a = 0; a < i; a++) {
-        uint32_t same = 0;
-        for (uint32_t b = 0; b < i; b++) {
-            same += strcmp(c->hosts[a], c->hosts[b]) == 0;
-        }
-        c->o.host_nodes = same > c->o.host_nodes ? same : c->o.host_nodes;
-    }
+    c->o.host_nodes = sdd_evb_host_nodes((const char *const *)c->hosts, i);
     return i > 0 ? 0 : -1;
 }
 
@@ -901,7 +895,7 @@ static int bench_point(const struct evb_cli *c, struct evb_cli *run)
     /* The one-way reference again, its writes stepping through as much memory as the builder's
      * pools and slots on this host (half on each side, at most perf's 16 MiB a side). */
     uint64_t span = sdd_evb_host_bulk_bytes(&run->o, run->o.provider, run->o.credits) / 2;
-    span = span < (16u << 20) ? span : (16u << 20);
+    span = span < PERF_MAX_SIZE ? span : PERF_MAX_SIZE;
     int lr = 0;
     for (uint32_t k = 0; k < c->repeat; k++) {
         one[k] = oneway_Gbps(run, bulk_bytes, 0, c->perf_s);

@@ -187,9 +187,9 @@ int perf_post(struct perf_side *s, enum perf_op op, uint64_t size, bool imm)
     void *ctx = imm && op != PERF_READ ? SDD_CTX_SILENT : NULL;
     /* With a span, each write or read takes the next size-long stretch of both buffers, as a
      * builder moves new bulks rather than one cache-resident buffer over and over. */
-    uint64_t off = 0, places = s->span / (size ? size : 1);
-    if (places > 1 && op != PERF_SEND) {
-        off = s->next % places * size;
+    uint64_t off = 0;
+    if (size != 0 && s->span > size && op != PERF_SEND) {
+        off = s->next % (s->span / size) * size;
     }
     sdd_err err;
     if (op == PERF_SEND) {

@@ -262,6 +262,8 @@ SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
  * up to 4, whose bulk memory (RU pools and BU slots of the nodes on one host) fits 32 MiB, a
  * common last-level cache; at least 1 (docs/evb.md "Credits"). Every node reaches the same. */
 SDD_API uint32_t sdd_evb_credits(const struct sdd_evb_opts *opts, const char *provider);
+/* host_nodes from a run's node list: the most entries that name one host. */
+SDD_API uint32_t sdd_evb_host_nodes(const char *const *hosts, uint32_t n);
 /* Bytes of bulk memory (RU pools and BU slots) that the nodes of opts on one host hold with
  * `credits` (host_nodes of them; 0: all over shm, else 1). */
 SDD_API uint64_t sdd_evb_host_bulk_bytes(const struct sdd_evb_opts *opts, const char *provider,

@@ -411,14 +411,11 @@ static uint32_t hough_index(const sdd_config *cfg, const struct sdd_cfg_stage *s
 static void auto_credits(struct sdd_run *r)
 {
     struct sdd_evb_opts *o = &r->evb_opts;
-    o->host_nodes = 0;
-    for (uint32_t a = 0; a < r->nevb; a++) {
-        uint32_t same = 0;
-        for (uint32_t b = 0; b < r->nevb; b++) {
-            same += strcmp(r->evb[a].host, r->evb[b].host) == 0;
-        }
-        o->host_nodes = same > o->host_nodes ? same : o->host_nodes;
+    const char *hosts[SDD_EVB_MAX_NODES];
+    for (uint32_t i = 0; i < r->nevb; i++) {
+        hosts[i] = r->evb[i].host;
     }
+    o->host_nodes = sdd_evb_host_nodes(hosts, r->nevb);
     uint32_t max = r->cfg->fabric.credits;
     max = max < SDD_EVB_MAX_CREDITS ? max : SDD_EVB_MAX_CREDITS;
     o->credits = sdd_evb_credits_fit(o, o->provider, max);

@@ -141,6 +141,19 @@ uint32_t sdd_evb_credits_fit(const struct sdd_evb_opts *o, const char *provider,
     return c > 0 ? c : 1;
 }
 
+uint32_t sdd_evb_host_nodes(const char *const *hosts, uint32_t n)
+{
+    uint32_t most = 0;
+    for (uint32_t a = 0; a < n; a++) {
+        uint32_t same = 0;
+        for (uint32_t b = 0; b < n; b++) {
+            same += strcmp(hosts[a], hosts[b]) == 0;
+        }
+        most = same > most ? same : most;
+    }
+    return most;
+}
+
 uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
 {
     return o->credits != 0 ? o->credits : sdd_evb_credits_fit(o, provider, EVB_AUTO_CREDITS);

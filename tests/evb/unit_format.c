@@ -213,6 +213,11 @@ static void test_auto_credits(void)
     CHECK_EQ(sdd_evb_credits(&o, "shm"), 4);
     o.credits = 7;
     CHECK_EQ(sdd_evb_credits(&o, "shm"), 7);
+    /* host_nodes from a node list: the most entries naming one host */
+    const char *hosts[] = {"h0", "h1", "h0", "h2", "h0", "h1"};
+    CHECK_EQ(sdd_evb_host_nodes(hosts, 6), 3);
+    CHECK_EQ(sdd_evb_host_nodes(hosts + 1, 1), 1);
+    CHECK_EQ(sdd_evb_host_nodes(hosts, 0), 0);
 }
 
 /* A BU's check of a bulk header: bulk 2 of RU 1 in a run of 100 events in bulks of 32 (4

@@ -197,20 +197,21 @@ ids=$("$sddaq" inspect "$raw" --json --dump 1000 |
     "$py" -c 'import json,sys; e=json.load(sys.stdin)["events"]; print(all(x["id"]%7==0 for x in e), len({x["id"] for x in e}))')
 [ "$ids" = "True 1000" ] || fail "prescale: ids not 1000 distinct multiples of 7: $ids"
 
-# 5a. credits: auto with 16 KiB fragments over shm: two RU+BU nodes would hold 52 MiB of bulks
-# with 4 credits (RUs x BUs x (3 x 4 + 1) slots of 1 MiB), so they take 2 (28 MiB).
-cat >"$dir/big.yaml" <<EOF
-run: {name: big, output_dir: $dir/big}
-fabric: {provider: shm}
+# Two evb-emu sources, two RUs and two BUs into one writer `out` (sections 5a and 5d).
+# Usage: evb_2x2 NAME PROVIDER FRAGMENT EVB_KEYS WRITER_FORMAT OUT_LINK_KEYS
+evb_2x2() {
+    cat <<EOF
+run: {name: $1, output_dir: $dir/$1}
+fabric: {provider: $2}
 nodes: [{name: n, control_port: 0}]
 stages:
-  - {name: s0, type: source, kind: evb-emu, fragment: {dist: fixed, size: 16K}}
-  - {name: s1, type: source, kind: evb-emu, fragment: {dist: fixed, size: 16K}}
-  - {name: ru0, type: ru}
-  - {name: ru1, type: ru}
-  - {name: bu0, type: bu}
-  - {name: bu1, type: bu}
-  - {name: all, type: writer, format: null}
+  - {name: s0, type: source, kind: evb-emu, fragment: {$3}}
+  - {name: s1, type: source, kind: evb-emu, fragment: {$3}}
+  - {name: ru0, type: ru$4}
+  - {name: ru1, type: ru$4}
+  - {name: bu0, type: bu$4}
+  - {name: bu1, type: bu$4}
+  - {name: out, type: writer, format: $5}
 links:
   - {from: s0, to: ru0}
   - {from: s1, to: ru1}
@@ -218,13 +219,18 @@ links:
   - {from: ru0, to: bu1}
   - {from: ru1, to: bu0}
   - {from: ru1, to: bu1}
-  - {from: bu0, to: all}
-  - {from: bu1, to: all}
+  - {from: bu0, to: out$6}
+  - {from: bu1, to: out$6}
 EOF
+}
+
+# 5a. credits: auto with 16 KiB fragments over shm: two RU+BU nodes would hold 52 MiB of bulks
+# with 4 credits (RUs x BUs x (3 x 4 + 1) slots of 1 MiB), so they take 2 (28 MiB).
+evb_2x2 big shm "dist: fixed, size: 16K" "" null "" >"$dir/big.yaml"
 json=$("$sddaq" run "$dir/big.yaml" -n 20000 -q --no-http --json 2>"$dir/big.err") ||
     fail "auto credits, 16 KiB: $(cat "$dir/big.err")"
 ok_run "$json" "auto credits, 16 KiB"
-[ "$(stage "$json" all events_out)" = 20000 ] || fail "auto credits: written: $json"
+[ "$(stage "$json" out events_out)" = 20000 ] || fail "auto credits: written: $json"
 [ "$(stage "$json" bu1 detail | grep -o '[0-9]* credits')" = "2 credits" ] ||
     fail "auto credits: 16 KiB over shm: $json"
 
@@ -274,28 +280,8 @@ grep -q "^flags  *$((10000 - inc)) clean, $inc flagged" <<<"$out" || fail "reado
 # events until the builders commit them, so a builder must set its next bulk's buffers aside
 # before delivering it, or wait for a later turn. Before that, the builders took buffers as
 # they went and the run hung after about 1500 events (ETIMEDOUT).
-cat >"$dir/tight.yaml" <<EOF
-run: {name: tight, output_dir: $dir/tight}
-fabric: {provider: tcp}
-nodes: [{name: n, control_port: 0}]
-stages:
-  - {name: s0, type: source, kind: evb-emu, fragment: {dist: uniform, size: 256}}
-  - {name: s1, type: source, kind: evb-emu, fragment: {dist: uniform, size: 256}}
-  - {name: ru0, type: ru, bulk_size: 64, credits: 8}
-  - {name: ru1, type: ru, bulk_size: 64, credits: 8}
-  - {name: bu0, type: bu, bulk_size: 64, credits: 8}
-  - {name: bu1, type: bu, bulk_size: 64, credits: 8}
-  - {name: out, type: writer, format: raw}
-links:
-  - {from: s0, to: ru0}
-  - {from: s1, to: ru1}
-  - {from: ru0, to: bu0}
-  - {from: ru0, to: bu1}
-  - {from: ru1, to: bu0}
-  - {from: ru1, to: bu1}
-  - {from: bu0, to: out, depth: 64}
-  - {from: bu1, to: out, depth: 64}
-EOF
+evb_2x2 tight tcp "dist: uniform, size: 256" ", bulk_size: 64, credits: 8" raw ", depth: 64" \
+    >"$dir/tight.yaml"
 json=$("$sddaq" run "$dir/tight.yaml" -n 100000 -q --no-http --json 2>"$dir/tight.err") ||
     fail "tight rings: $json $(cat "$dir/tight.err")"
 ok_run "$json" "tight rings"
