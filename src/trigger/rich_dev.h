@@ -27,12 +27,19 @@ RICH_DEV unsigned rich_ctz64(uint64_t m)
 #endif
 }
 
+/* Without the popcnt instruction in the build's baseline, GCC's builtin is a libgcc call
+ * (2 % of the histogram finder's time, session 23); the same bit sums inline cost less. */
 RICH_DEV unsigned rich_popcount64(uint64_t m)
 {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__)
     return (unsigned)__popcll(m);
-#else
+#elif defined(__POPCNT__) || !defined(__x86_64__)
     return (unsigned)__builtin_popcountll(m);
+#else
+    m = m - ((m >> 1) & 0x5555555555555555ull);
+    m = (m & 0x3333333333333333ull) + ((m >> 2) & 0x3333333333333333ull);
+    m = (m + (m >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (unsigned)((m * 0x0101010101010101ull) >> 56);
 #endif
 }
 

@@ -39,7 +39,7 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
 {
     uint64_t alive = s->n == 64 ? ~0ull : (1ull << s->n) - 1;
     unsigned found = 0;
-    while (found < max && __builtin_popcountll(alive) >= f->opts.min_hits) {
+    while (found < max && rich_popcount64(alive) >= f->opts.min_hits) {
         int ext[NDIR];
         float best_p[NDIR];
         for (int k = 0; k < NDIR; k++) {
@@ -79,7 +79,7 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
                              hypotf(s->x[b] - s->x[c], s->y[b] - s->y[c])};
             uint64_t sel = f->kern->concyclic(s, alive, a, b, c, dist, f->opts.ptolemy_eps);
             sel |= (1ull << a) | (1ull << b) | (1ull << c);
-            int n = __builtin_popcountll(sel);
+            int n = (int)rich_popcount64(sel);
             if (n >= f->opts.threshold) {
                 sels[ncand] = sel;
                 counts[ncand++] = n;
