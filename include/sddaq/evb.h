@@ -259,8 +259,9 @@ SDD_API const char *sdd_evb_announce_name(uint32_t a);
 SDD_API int sdd_evb_transfer_parse(const char *s);
 SDD_API const char *sdd_evb_transfer_name(sdd_evb_transfer t);
 /* The credits a node of opts over `provider` uses: opts->credits, or where that is 0 the most,
- * up to 4, whose bulk memory (RU pools and BU slots of the nodes on one host) fits 32 MiB, a
- * common last-level cache; at least 1 (docs/evb.md "Credits"). Every node reaches the same. */
+ * up to 4 (where BUs read over shm: up to 16, as many as hold 1 MiB of slots per RU and BU),
+ * whose bulk memory (RU pools and BU slots of the nodes on one host) fits 32 MiB, a common
+ * last-level cache; at least 1 (docs/evb.md "Credits"). Every node reaches the same. */
 SDD_API uint32_t sdd_evb_credits(const struct sdd_evb_opts *opts, const char *provider);
 /* host_nodes from a run's node list: the most entries that name one host. */
 SDD_API uint32_t sdd_evb_host_nodes(const char *const *hosts, uint32_t n);
@@ -268,8 +269,8 @@ SDD_API uint32_t sdd_evb_host_nodes(const char *const *hosts, uint32_t n);
  * `credits` (host_nodes of them; 0: all over shm, else 1). */
 SDD_API uint64_t sdd_evb_host_bulk_bytes(const struct sdd_evb_opts *opts, const char *provider,
                                          uint32_t credits);
-/* The most credits from `max` down to 1 whose host bulk bytes fit 32 MiB (what auto does with
- * max 4; sddaq run's stages start from fabric.credits). */
+/* The most credits from `max` down to 1 whose host bulk bytes fit 32 MiB (what auto does from
+ * its ceiling; sddaq run's stages start from fabric.credits). */
 SDD_API uint32_t sdd_evb_credits_fit(const struct sdd_evb_opts *opts, const char *provider,
                                      uint32_t max);
 /* Does a node of opts over `provider` read its bulks (true) or have them written (false)? */

@@ -154,9 +154,21 @@ uint32_t sdd_evb_host_nodes(const char *const *hosts, uint32_t n)
     return most;
 }
 
+/* The most credits auto starts from (see EVB_READ_CREDITS). */
+static uint32_t auto_credit_ceiling(const struct sdd_evb_opts *o, const char *provider)
+{
+    if (!is_shm(provider) || !sdd_evb_transfer_reads(o, provider)) {
+        return EVB_AUTO_CREDITS;
+    }
+    uint64_t c = EVB_READ_INFLIGHT / slot_bytes(o);
+    return c < EVB_AUTO_CREDITS ? EVB_AUTO_CREDITS
+                                : (c > EVB_READ_CREDITS ? EVB_READ_CREDITS : (uint32_t)c);
+}
+
 uint32_t sdd_evb_credits(const struct sdd_evb_opts *o, const char *provider)
 {
-    return o->credits != 0 ? o->credits : sdd_evb_credits_fit(o, provider, EVB_AUTO_CREDITS);
+    return o->credits != 0 ? o->credits
+                           : sdd_evb_credits_fit(o, provider, auto_credit_ceiling(o, provider));
 }
 
 static sdd_err check_opts(const struct sdd_evb_opts *o)

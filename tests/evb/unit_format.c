@@ -188,13 +188,16 @@ static void test_bad_opts(void)
     sdd_evb_node_destroy(NULL);
 }
 
-/* Auto credits: the most, up to 4, whose bulks (RU pools and BU slots of the nodes on one host)
- * fit 32 MiB; an explicit value is kept. Slots here: 64 events of 4 KiB are 265 KiB. */
+/* Auto credits: the most, up to 4 (where BUs read over shm, up to 16 with at most 1 MiB of
+ * slots per RU and BU), whose bulks (RU pools and BU slots of the nodes on one host) fit
+ * 32 MiB; an explicit value is kept. Slots here: 64 events of 1 KiB are 67 KiB, of 4 KiB
+ * 265 KiB. The transfer is set: auto's choice depends on this machine's CPUs. */
 static void test_auto_credits(void)
 {
     struct sdd_evb_opts o;
     sdd_evb_opts_default(&o);
     CHECK_EQ(o.credits, 0);
+    o.transfer = SDD_EVB_TRANSFER_WRITE;
     o.nnodes = 4;
     CHECK_EQ(sdd_evb_credits(&o, "shm"), 4); /* 1 KiB: 4 credits hold 14 MB */
     o.src.mean = 4096;
@@ -213,6 +216,23 @@ static void test_auto_credits(void)
     CHECK_EQ(sdd_evb_credits(&o, "shm"), 4);
     o.credits = 7;
     CHECK_EQ(sdd_evb_credits(&o, "shm"), 7);
+    /* BUs reading over shm: 1 MiB of slots per RU and BU, 4 to 16 credits, then the cache. */
+    o.credits = 0;
+    o.roles[0] = o.roles[1] = 0;
+    o.transfer = SDD_EVB_TRANSFER_READ;
+    o.src.mean = 1024;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 15); /* 1 MiB / 67 KiB; 2 x 2 x 46 slots: 12 MB */
+    CHECK_EQ(sdd_evb_credits(&o, "tcp"), 4);  /* emulated reads over tcp: the plain ceiling */
+    o.src.mean = 2048;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 7);
+    o.src.mean = 4096;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 4); /* never fewer than the plain ceiling */
+    o.bulk = 8;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 16); /* 33 KiB slots: the most */
+    o.bulk = 64;
+    o.nnodes = 4;
+    o.src.mean = 1024;
+    CHECK_EQ(sdd_evb_credits(&o, "shm"), 9); /* 15 would hold 50 MB on the host */
     /* host_nodes from a node list: the most entries naming one host */
     const char *hosts[] = {"h0", "h1", "h0", "h2", "h0", "h1"};
     CHECK_EQ(sdd_evb_host_nodes(hosts, 6), 3);

@@ -199,6 +199,15 @@ check "auto credits: all complete" test "$(field "$work/c.json" complete)" = 600
 check "auto credits: 4 at 1 KiB" test "$(field "$work/c.json" credits)" = 4
 "$sddaq" evb launch -n 4 -p tcp -s 8192 -e 6000 -c 3 --json >"$work/c.json" 2>/dev/null
 check "explicit credits kept" test "$(field "$work/c.json" credits)" = 3
+#     Where the BUs read over shm (a CPU per node), 1 KiB fragments take 15 (1 MiB of 67 KiB
+#     slots per RU and BU); where the RUs write, 4.
+"$sddaq" evb launch -n 2 -p shm -e 6000 --json >"$work/c.json" 2>/dev/null
+check "auto credits over shm: exit status" test $? -eq 0
+want=4
+[ "$(field "$work/c.json" transfer)" = read ] && want=15
+check "auto credits over shm: $want with $(field "$work/c.json" transfer)" \
+    test "$(field "$work/c.json" credits)" = "$want"
+check "auto credits over shm: all complete" test "$(field "$work/c.json" complete)" = 6000
 
 # 8. Usage errors are clear and exit 2.
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
