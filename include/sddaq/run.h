@@ -113,6 +113,9 @@ struct sdd_run_summary {
  * or a client posts "stopped"; the sources stop first and everything in flight is built,
  * decided and written before the sinks close. summary receives the figures (free its stages
  * with sdd_run_summary_fini), also when the run failed.
+ * cfg goes through sdd_config_validate() first (a config built in code may have skipped it):
+ * one that fails is refused before anything starts, every problem logged and the first in
+ * summary->reason ("invalid topology (N problems): file:line:col: key: message").
  * Returns SDD_OK; SDD_ENOTSUP (a topology the runtime cannot run yet: the log names the stage
  * and why); SDD_EINVAL; or the error that ended the run. */
 SDD_API sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,

@@ -571,10 +571,38 @@ static void teardown(struct sdd_run *r)
     pthread_mutex_destroy(&r->wake_lock);
 }
 
+/* A config built in code may have skipped sdd_config_validate(); the stages assume its
+ * checks (stages that agree, links of the right kind), so refuse one that fails them, with
+ * every problem logged, before anything starts. A parsed config passes again at no cost. */
+static sdd_err refuse_invalid(const sdd_config *cfg, struct sdd_run_summary *summary)
+{
+    struct sdd_config_diag d = {0};
+    if (sdd_config_validate(cfg, &d) == SDD_OK) {
+        sdd_config_diag_fini(&d);
+        return SDD_OK;
+    }
+    for (size_t i = 0; i < d.stored; i++) {
+        SDD_ERROR(LOG, "%s", d.errors[i].text);
+    }
+    snprintf(summary->reason, sizeof(summary->reason), "invalid topology (%zu problem%s): %s",
+             d.count, d.count == 1 ? "" : "s", d.stored > 0 ? d.errors[0].text : "see the log");
+    summary->status = SDD_EINVAL;
+    sdd_config_diag_fini(&d);
+    return SDD_EINVAL;
+}
+
 sdd_err sdd_run_execute(const sdd_config *cfg, const struct sdd_run_opts *o,
                         struct sdd_run_summary *summary)
 {
     memset(summary, 0, sizeof(*summary));
+    if (cfg == NULL) {
+        snprintf(summary->reason, sizeof(summary->reason), "no topology");
+        summary->status = SDD_EINVAL;
+        return SDD_EINVAL;
+    }
+    if (refuse_invalid(cfg, summary) != SDD_OK) {
+        return SDD_EINVAL;
+    }
     struct sdd_run *r = calloc(1, sizeof(*r));
     if (r == NULL) {
         return SDD_ENOMEM;

@@ -2,7 +2,8 @@
  * prescale trigger, a null writer and a feedback buffer. While it runs, a clone of the feedback
  * buffer must see well-formed decisions (kept exactly when the prescale keeps, counters that
  * only grow); at the end every event is accounted for and the prescale kept exactly 1 of 3.
- * A second run is stopped through opts.stop and still accounts for every event. */
+ * A second run is stopped through opts.stop and still accounts for every event. A config
+ * changed in code so that it fails validation is refused before anything starts. */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -170,6 +171,33 @@ static void test_stop_flag(void)
     sdd_config_destroy(j.cfg);
 }
 
+/* A config built or changed in code that fails sdd_config_validate() is refused before
+ * anything starts: SDD_EINVAL, nothing ran, and the reason names the problem. Here one builder
+ * unit takes bulks of 32 events while the readout units send 16. */
+static void test_refuses_invalid(void)
+{
+    sdd_config *cfg = make(0, free_port(), 1000);
+    CHECK_REQUIRE(cfg != NULL);
+    for (size_t i = 0; i < cfg->n_stages; i++) {
+        if (strcmp(cfg->stages[i].name, "bu1") == 0) {
+            cfg->stages[i].evb.bulk_size = 32;
+        }
+    }
+    struct sdd_run_opts o;
+    sdd_run_opts_default(&o);
+    struct sdd_run_summary s;
+    CHECK_EQ(sdd_run_execute(cfg, &o, &s), SDD_EINVAL);
+    CHECK(!s.ran);
+    CHECK_EQ(s.status, SDD_EINVAL);
+    CHECK(strstr(s.reason, "invalid topology") != NULL);
+    CHECK(strstr(s.reason, "bulk_size") != NULL);
+    sdd_run_summary_fini(&s);
+    CHECK_EQ(sdd_run_execute(NULL, &o, &s), SDD_EINVAL);
+    CHECK(!s.ran);
+    sdd_run_summary_fini(&s);
+    sdd_config_destroy(cfg);
+}
+
 int main(void)
 {
     struct sdd_ep_opts eo;
@@ -180,6 +208,7 @@ int main(void)
         return check_skip("tcp provider not available");
     }
     sdd_ep_close(ep);
+    test_refuses_invalid();
     test_full_run();
     test_stop_flag();
     return check_finish();
