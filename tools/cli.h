@@ -28,6 +28,7 @@ int cmd_config(int argc, char **argv);
 int cmd_ctl(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_node(int argc, char **argv);
+int cmd_benchmarks(int argc, char **argv);
 
 /* Parse "4096", "64K", "16M", "1G" into bytes; -1 on malformed input. */
 int cli_parse_size(const char *s, uint64_t *out);

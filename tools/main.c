@@ -20,6 +20,7 @@ static const struct cli_command commands[] = {
     {"config", "topology files: check (all problems, file:line:col), show (defaults filled)",
      cmd_config},
     {"ctl", "run control client: state, start, stop, pause, resume, metrics; serve-test", cmd_ctl},
+    {"bench", "every benchmark by name: evb, perf, rmem, hough, rich", cmd_benchmarks},
 };
 
 static void usage(FILE *out)

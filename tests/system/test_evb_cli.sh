@@ -3,8 +3,9 @@
 # once; three separate `evb run` processes with event records tallied by `evb check`; a builder
 # unit killed with SIGKILL mid-run (no event lost or built twice); a readout unit killed (its
 # events leave flagged incomplete); injected corrupt fragments counted exactly; `evb bench`
-# with its two raw references (one-way `perf self`, all-to-all `perf mesh`); bulks read by the
-# BUs, and nodes of different transfer modes refused; the idle wait's spin; usage errors.
+# (run as `sddaq bench evb`) with its two raw references (one-way `perf self`, all-to-all
+# `perf mesh`); bulks read by the BUs, and nodes of different transfer modes refused; the idle
+# wait's spin; usage errors.
 # Usage: test_evb_cli.sh PATH_TO_SDDAQ
 set -uo pipefail
 sddaq=${1:?usage: test_evb_cli.sh PATH_TO_SDDAQ}
@@ -114,8 +115,9 @@ check "corrupt: exit status" test $? -eq 0
 check "corrupt: counted" test "$(field "$work/c.json" corrupt)" = 100
 check "corrupt: the rest complete" test "$(field "$work/c.json" complete)" = 9900
 
-# 6. bench: both raw references and the builder ran; the ratios are what the medians say.
-"$sddaq" evb bench -p tcp -n 2 -s 1K -e 20000 --repeat 1 --perf-seconds 0.3 --json \
+# 6. bench: both raw references and the builder ran; the ratios are what the medians say. Run
+#    as `sddaq bench evb`, the issue's spelling, which is `sddaq evb bench`.
+"$sddaq" bench evb -p tcp -n 2 -s 1K -e 20000 --repeat 1 --perf-seconds 0.3 --json \
     >"$work/bench.json" 2>"$work/bench.err"
 check "bench: exit status" test $? -eq 0
 check "bench: references, builder and ratios" python3 - "$work/bench.json" <<'PY'
@@ -210,6 +212,14 @@ check "auto credits over shm: $want with $(field "$work/c.json" transfer)" \
 check "auto credits over shm: all complete" test "$(field "$work/c.json" complete)" = 6000
 
 # 8. Usage errors are clear and exit 2.
+"$sddaq" bench >"$work/b.out" 2>&1
+check "bench alone: exit 2" test $? -eq 2
+check "bench alone: lists the benchmarks" grep -q "sddaq trigger rich bench" "$work/b.out"
+"$sddaq" bench nope >"$work/b.out" 2>&1
+check "bench unknown: exit 2" test $? -eq 2
+check "bench unknown: named" grep -q "unknown benchmark 'nope'" "$work/b.out"
+"$sddaq" bench rich --help >"$work/b.out" 2>&1
+check "bench rich --help: the rich bench's options" grep -q -- "--buffer N" "$work/b.out"
 "$sddaq" evb launch -c 99 >/dev/null 2>&1
 check "bad credits rejected" test $? -eq 2
 "$sddaq" evb run -e 10 >/dev/null 2>&1
