@@ -89,15 +89,9 @@ static sdd_err check_shape(struct sdd_run *r, struct run_stage **rus, uint32_t n
                   nru == 0 && nbu == 0 ? "neither" : nru == 0 ? "no ru" : "no bu");
         return SDD_ENOTSUP;
     }
-    const struct sdd_cfg_stage *first_ru = rus[0]->cfg, *first_src = NULL;
-    for (uint32_t i = 0; i < nru + nbu; i++) {
-        const struct sdd_cfg_stage *a = i < nru ? rus[i]->cfg : bus[i - nru]->cfg;
-        if (memcmp(&a->evb, &first_ru->evb, sizeof(a->evb)) != 0) {
-            SDD_ERROR(LOG, "%s: bulk_size, credits, heartbeat_ms, timeout_ms and transfer must "
-                           "be the same in every ru and bu (as in %s)", a->name, first_ru->name);
-            return SDD_EINVAL;
-        }
-    }
+    /* That every ru and bu agree on their options was checked with the rest of the config
+     * (sdd_run_execute validates it first). */
+    const struct sdd_cfg_stage *first_src = NULL;
     for (uint32_t i = 0; i < nru; i++) {
         const struct sdd_cfg_stage *a = rus[i]->cfg;
         for (uint32_t j = 0; j < nbu; j++) {
