@@ -19,6 +19,9 @@
 
 #define ROUNDS    5
 #define LAT_SIZES 4
+
+enum { CPU_MERGE, CPU_SUBMIT, CPU_WAIT, CPU_PARTS };
+static const char *const CPU_PART_NAME[CPU_PARTS] = {"finder_merge", "submit", "wait"};
 static const uint32_t LAT_EVENTS[LAT_SIZES] = {128, 256, 512, 1024};
 
 struct variant {
@@ -166,6 +169,10 @@ struct chain {
     uint32_t window;
     sdd_rich_ef_stats es;
     sdd_rich_merge_stats ms;
+    /* Where the CPU thread's time goes (ns): event finder + merge, submit (staging and the
+     * CUDA calls), waiting for the GPU. */
+    uint64_t ns[CPU_PARTS];
+    uint64_t events;
 };
 
 static void chain_fini(struct chain *c)
@@ -185,6 +192,7 @@ static int chain_init(struct chain *c, const sdd_rich_gpu_opts *go, const sdd_ri
     c->window = po->window;
     sdd_rich_gpu_opts g = *go;
     g.max_events = cap;
+    g.times = false; /* as the processing step runs it */
     if (sdd_rich_index_init(&c->idx, cap) != SDD_OK ||
         sdd_rich_batch_init(&c->batch, cap) != SDD_OK ||
         sdd_rich_gpu_create(&g, &c->gpu[0]) != SDD_OK ||
@@ -198,14 +206,23 @@ static int chain_init(struct chain *c, const sdd_rich_gpu_opts *go, const sdd_ri
 /* Index, merge and hand one buffer to gpu k. */
 static int chain_submit(struct chain *c, const struct rich_packed *p, size_t b, int k)
 {
+    uint64_t t0 = sdd_now_ns();
     sdd_rich_find_events(p->buf[b], p->len[b], c->tab, &c->idx, &c->es);
     sdd_rich_merge(p->buf[b], &c->idx, c->window, &c->batch, &c->ms);
-    return sdd_rich_gpu_submit(c->gpu[k], &c->batch) == SDD_OK ? 0 : -1;
+    uint64_t t1 = sdd_now_ns();
+    int rc = sdd_rich_gpu_submit(c->gpu[k], &c->batch) == SDD_OK ? 0 : -1;
+    c->ns[CPU_MERGE] += t1 - t0;
+    c->ns[CPU_SUBMIT] += sdd_now_ns() - t1;
+    c->events += c->batch.n;
+    return rc;
 }
 
 static int64_t chain_wait(struct chain *c, int k)
 {
-    return sdd_rich_gpu_wait(c->gpu[k], NULL, NULL);
+    uint64_t t0 = sdd_now_ns();
+    int64_t r = sdd_rich_gpu_wait(c->gpu[k], NULL, NULL);
+    c->ns[CPU_WAIT] += sdd_now_ns() - t0;
+    return r;
 }
 
 /* Every buffer `passes` times, two in flight: the CPU merges buffer b + 1 while the GPU finds
@@ -248,10 +265,11 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-/* Events/s of nthreads chains over the same buffers. */
+/* Events/s of nthreads chains over the same buffers; cpu_ns (may be NULL) gets the threads'
+ * mean ns per merged event in each part. */
 static double stream_rate(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab,
                           const sdd_rich_proc_opts *po, const struct rich_packed *p, int nthreads,
-                          int passes)
+                          int passes, double *cpu_ns)
 {
     struct stream_worker *w = calloc((size_t)nthreads, sizeof(*w));
     double rate = -1;
@@ -270,6 +288,8 @@ static double stream_rate(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab
             made++;
             goto out;
         }
+        memset(w[made].chain.ns, 0, sizeof(w[made].chain.ns));
+        w[made].chain.events = 0;
     }
     uint64_t dt = rich_time_threads(nthreads, stream_main, w, sizeof(*w));
     bool ok = dt > 0;
@@ -278,6 +298,14 @@ static double stream_rate(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab
     }
     if (ok) {
         rate = (double)p->events * passes * nthreads / ((double)dt * 1e-9);
+    }
+    for (int part = 0; ok && cpu_ns != NULL && part < CPU_PARTS; part++) {
+        uint64_t ns = 0, events = 0;
+        for (int i = 0; i < nthreads; i++) {
+            ns += w[i].chain.ns[part];
+            events += w[i].chain.events;
+        }
+        cpu_ns[part] = events > 0 ? (double)ns / (double)events : 0;
     }
 out:
     for (int i = 0; i < made; i++) {
@@ -321,6 +349,7 @@ static const char *const LAYOUT_NAME[LAYOUTS] = {"thread per event", "warp per e
 struct chain_result {
     int variant; /* -1: none of this layout ran */
     double stream1[ROUNDS], streamn[ROUNDS];
+    double cpu_ns[CPU_PARTS][ROUNDS]; /* the all-threads stream's, per merged event */
     struct rich_lat lat[LAT_SIZES];
 };
 
@@ -372,6 +401,11 @@ static void print_report(const struct rich_cli *o, struct gpu_report *r, int nth
             tj_str(&j, "variant", VARIANTS[ch->variant].name);
             tj_num(&j, "events_per_s_1thread", s1.med);
             tj_num(&j, "events_per_s_all", sn.med);
+            for (int part = 0; part < CPU_PARTS; part++) {
+                char key[64];
+                snprintf(key, sizeof(key), "cpu_ns_per_event_%s", CPU_PART_NAME[part]);
+                tj_num(&j, key, rich_summarize(r->chain[c].cpu_ns[part], rounds).med);
+            }
             tj_arr(&j, "latency");
             for (int s = 0; s < LAT_SIZES; s++) {
                 tj_obj(&j, NULL);
@@ -420,6 +454,10 @@ static void print_report(const struct rich_cli *o, struct gpu_report *r, int nth
         printf("    events/s, 1 thread       %.0f [%.0f-%.0f]\n", s1.med, s1.min, s1.max);
         printf("    events/s, %2d threads     %.0f [%.0f-%.0f]\n", nthreads, sn.med, sn.min,
                sn.max);
+        printf("    CPU ns/event, %2d threads finder+merge %.1f, submit %.1f, wait %.1f\n",
+               nthreads, rich_summarize(r->chain[c].cpu_ns[CPU_MERGE], rounds).med,
+               rich_summarize(r->chain[c].cpu_ns[CPU_SUBMIT], rounds).med,
+               rich_summarize(r->chain[c].cpu_ns[CPU_WAIT], rounds).med);
         printf("    latency per buffer       events  p50 us  p99 us  max us  (buffers)\n");
         for (int s = 0; s < LAT_SIZES; s++) {
             printf("                             %6u %7.0f %7.0f %7.0f  (%" PRIu64 ")\n",
@@ -458,8 +496,12 @@ static int run_chain(const struct rich_cli *o, const sdd_rich_find_opts *fo,
     sdd_rich_gpu_opts go;
     gpu_opts(o, fo, 0, &VARIANTS[ch->variant], &go);
     for (int i = 0; i < rounds; i++) {
-        ch->stream1[i] = stream_rate(&go, tab, &po[0], &pk[0], 1, passes);
-        ch->streamn[i] = stream_rate(&go, tab, &po[0], &pk[0], nthreads, passes);
+        double cpu_ns[CPU_PARTS] = {0};
+        ch->stream1[i] = stream_rate(&go, tab, &po[0], &pk[0], 1, passes, NULL);
+        ch->streamn[i] = stream_rate(&go, tab, &po[0], &pk[0], nthreads, passes, cpu_ns);
+        for (int part = 0; part < CPU_PARTS; part++) {
+            ch->cpu_ns[part][i] = cpu_ns[part];
+        }
         if (ch->stream1[i] <= 0 || ch->streamn[i] <= 0) {
             fprintf(stderr, "sddaq trigger rich bench --gpu: a chain run failed\n");
             return -1;

@@ -158,7 +158,7 @@ typedef struct sdd_rich_batch {
     uint32_t cap; /* events; hits room is cap * SDD_RICH_MAX_HITS */
     uint32_t n;
     uint32_t *timestamp;
-    uint32_t *first; /* index of the event's first hit in hits[] */
+    uint32_t *first; /* index of the event's first hit in hits[]; the merge packs them tight */
     uint8_t *nhits;
     uint8_t *boards; /* bit b: board b contributed */
     uint16_t *hits;  /* channels (fine time stripped) */

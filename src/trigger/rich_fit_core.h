@@ -389,15 +389,15 @@ RICH_DEV_INLINE int rich_find_event(sdd_rich_finder *f, const uint16_t *hits, si
         unsigned nc = find_spot(f, s, cand, f->opts.max_rings);
         for (unsigned k = 0; k < nc && written < max_out; k++) {
             sdd_rich_ring *r = &out[written++];
+            /* Every byte, the tail padding too: a GPU's result block holds the last batch's
+             * bytes there, and rings are compared whole. */
+            memset(r, 0, sizeof(*r));
             r->cx = cand[k].c.cx;
             r->cy = cand[k].c.cy;
             r->r = cand[k].c.r;
             r->quality = cand[k].rms;
             r->spot = (uint8_t)sp;
             r->nhits = (uint8_t)cand[k].nhits;
-            r->flags = 0;
-            r->pad = 0;
-            r->hits = 0;
             for (uint64_t m = cand[k].hits; m != 0; m &= m - 1) {
                 r->hits |= 1ull << s->src[rich_ctz64(m)];
             }

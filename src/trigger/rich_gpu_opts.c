@@ -18,6 +18,7 @@ void sdd_rich_gpu_opts_default(sdd_rich_gpu_opts *o)
     o->state = SDD_RICH_GPU_WARP;
     o->steps = SDD_RICH_GPU_SWAR;
     o->max_regs = 64;
+    o->times = true;
 }
 
 static const char *bad_opts(const sdd_rich_gpu_opts *o)

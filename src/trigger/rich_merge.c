@@ -47,24 +47,30 @@ static const uint8_t *event_at(const struct rich_merge_in *in, const sdd_rich_in
     return off & RICH_CARRY_BIT ? in->carry + (off & ~RICH_CARRY_BIT) : in->buf + off;
 }
 
-/* Append event k's hits to the open merged event e; drops repeats and what passes 64. */
+/* Append event k's hits to the open merged event e; drops repeats and what passes 64. The
+ * counts and stamps live in locals: stores through dst and seen could otherwise alias them. */
 static void append_hits(const uint8_t *e_hdr, const sdd_rich_index *idx, uint32_t k,
                         sdd_rich_batch *out, uint32_t e, sdd_rich_merge_stats *st)
 {
     const uint8_t *h = e_hdr + SDD_RICH_EVT_HEADER;
-    uint16_t *dst = out->hits + out->first[e];
-    unsigned n = out->nhits[e];
-    for (unsigned i = 0; i < idx->nhits[k]; i++) {
+    uint16_t *restrict dst = out->hits + out->first[e];
+    uint32_t *restrict seen = out->seen;
+    const uint32_t gen = out->gen;
+    const unsigned nh = idx->nhits[k];
+    unsigned n = out->nhits[e], dups = 0, over = 0;
+    for (unsigned i = 0; i < nh; i++) {
         unsigned ch = SDD_RICH_HIT_CHANNEL(rich_ld16(h + 2 * i));
-        if (out->seen[ch] == out->gen) {
-            st->dup_channels++;
+        if (seen[ch] == gen) {
+            dups++;
         } else if (n == SDD_RICH_MAX_HITS) {
-            st->overflow++;
+            over++;
         } else {
-            out->seen[ch] = out->gen;
+            seen[ch] = gen;
             dst[n++] = (uint16_t)ch;
         }
     }
+    st->dup_channels += dups;
+    st->overflow += over;
     out->nhits[e] = (uint8_t)n;
     out->boards[e] |= (uint8_t)(1u << (idx->board[k] & 7));
 }
@@ -123,7 +129,9 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
                 out->gen = 1;
             }
             out->timestamp[e] = (uint32_t)t0;
-            out->first[e] = e * SDD_RICH_MAX_HITS;
+            /* Events close one after the other, so each one's hits follow the last one's:
+             * tight, as the GPU copy takes them. */
+            out->first[e] = e > 0 ? out->first[e - 1] + out->nhits[e - 1] : 0;
             out->nhits[e] = 0;
             out->boards[e] = 0;
         }

@@ -81,6 +81,7 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
         go.find = o->find;
         go.max_events = cap;
         go.max_rings = o->max_rings;
+        go.times = false; /* nobody reads them here; three CUDA calls a buffer less */
         err = sdd_rich_gpu_create(&go, &p->gpu);
     }
     if (err == SDD_OK) {

@@ -344,6 +344,7 @@ static void pack_roundtrip(sdd_rich_index *idx)
     CHECK_EQ(sdd_rich_merge(buf, idx, 1, &batch, &ms), nonempty);
     uint64_t merged_hits = 0;
     for (uint32_t e = 0; e < batch.n; e++) {
+        CHECK_EQ(batch.first[e], merged_hits); /* packed tight, as the GPU copy takes them */
         merged_hits += batch.nhits[e];
         CHECK(e == 0 || batch.timestamp[e] > batch.timestamp[e - 1]);
     }

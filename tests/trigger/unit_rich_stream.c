@@ -92,9 +92,17 @@ static uint32_t differ(const struct seen *a, const struct seen *b)
     }
     uint32_t bad = 0;
     for (uint32_t i = 0; i < a->n; i++) {
-        bad += a->ts[i] != b->ts[i] || a->nhits[i] != b->nhits[i] || a->nrings[i] != b->nrings[i] ||
-               memcmp(a->hits[i], b->hits[i], a->nhits[i] * sizeof(uint16_t)) != 0 ||
-               memcmp(a->rings[i], b->rings[i], a->nrings[i] * sizeof(sdd_rich_ring)) != 0;
+        bool hits_differ = a->ts[i] != b->ts[i] || a->nhits[i] != b->nhits[i] ||
+                           memcmp(a->hits[i], b->hits[i], a->nhits[i] * sizeof(uint16_t)) != 0;
+        bool rings_differ =
+            a->nrings[i] != b->nrings[i] ||
+            memcmp(a->rings[i], b->rings[i], a->nrings[i] * sizeof(sdd_rich_ring)) != 0;
+        if ((hits_differ || rings_differ) && bad < 3) {
+            fprintf(stderr, "event %u (ts %u, %u hits): %s differ; rings %u against %u\n", i,
+                    a->ts[i], a->nhits[i], hits_differ ? "hits" : "rings", a->nrings[i],
+                    b->nrings[i]);
+        }
+        bad += hits_differ || rings_differ;
     }
     return bad;
 }

@@ -1,6 +1,10 @@
 /* The RICH ring finder on a CUDA GPU (sddaq/rich_gpu.h): device and pinned buffers, the copies
  * in and out on one stream, CUDA events around each step, and the launch of the kernel of
- * rich_gpu_kernel.cuh. Only built when CMake finds nvcc; rich_gpu_none.c stands in otherwise. */
+ * rich_gpu_kernel.cuh. Only built when CMake finds nvcc; rich_gpu_none.c stands in otherwise.
+ *
+ * A batch goes in as one block and its rings come out as one: each CUDA call costs the
+ * submitting CPU thread microseconds, which at 1024 events a buffer is nanoseconds an event,
+ * the CPU's share of the chain (docs/PERFORMANCE.md, session 24). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,21 +35,38 @@ struct sdd_rich_gpu {
     uint32_t n;   /* events of the batch in flight or last done */
     size_t nhits; /* their hits */
     sdd_rich_gpu_times times;
-    /* Device: the tables, the batch, the result. */
+    /* Device: the tables; the batch in and the rings out, one block each (batch_layout). */
     sdd_rich_pmtab *d_tab;
     uint8_t (*d_pm_bins)[RICH_CENTRES];
-    uint32_t *d_first;
-    uint8_t *d_nhits;
-    uint16_t *d_hits;
-    uint8_t *d_nrings;
-    sdd_rich_ring *d_rings;
-    /* Pinned host copies of the same. */
-    uint32_t *h_first;
-    uint8_t *h_nhits;
-    uint16_t *h_hits;
-    uint8_t *h_nrings;
-    sdd_rich_ring *h_rings;
+    uint8_t *d_in, *d_out;
+    /* Pinned host copies of the blocks. */
+    uint8_t *h_in, *h_out;
+    size_t in_bytes, out_bytes; /* their sizes for max_events */
 };
+
+/* Where the parts of a batch of n events with `hits` hits lie in the in and out blocks: first
+ * hits, then the events' first-hit indices and hit counts; the ring counts, then the rings
+ * (64-byte aligned). The same offsets on the host and the GPU. */
+struct batch_layout {
+    size_t first, nhits, in_bytes;
+    size_t rings, out_bytes;
+};
+
+static size_t align64(size_t x)
+{
+    return (x + 63) & ~(size_t)63;
+}
+
+static struct batch_layout batch_layout(size_t n, size_t hits, uint32_t max_rings)
+{
+    struct batch_layout l;
+    l.first = align64(hits * sizeof(uint16_t));
+    l.nhits = l.first + n * sizeof(uint32_t);
+    l.in_bytes = l.nhits + n;
+    l.rings = align64(n);
+    l.out_bytes = l.rings + n * max_rings * sizeof(sdd_rich_ring);
+    return l;
+}
 
 /* Log a failed CUDA call once, where it failed. */
 static bool cuda_ok(cudaError_t e, const char *what)
@@ -146,18 +167,14 @@ static sdd_err upload_tables(sdd_rich_gpu *g)
 
 static bool alloc_batch(sdd_rich_gpu *g)
 {
-    size_t n = g->opts.max_events, hits = n * SDD_RICH_MAX_HITS;
-    size_t rings = n * g->opts.max_rings * sizeof(sdd_rich_ring);
-    return cuda_ok(cudaMalloc(&g->d_first, n * sizeof(uint32_t)), "cudaMalloc") &&
-           cuda_ok(cudaMalloc(&g->d_nhits, n), "cudaMalloc") &&
-           cuda_ok(cudaMalloc(&g->d_hits, hits * sizeof(uint16_t)), "cudaMalloc") &&
-           cuda_ok(cudaMalloc(&g->d_nrings, n), "cudaMalloc") &&
-           cuda_ok(cudaMalloc(&g->d_rings, rings), "cudaMalloc") &&
-           cuda_ok(cudaMallocHost(&g->h_first, n * sizeof(uint32_t)), "cudaMallocHost") &&
-           cuda_ok(cudaMallocHost(&g->h_nhits, n), "cudaMallocHost") &&
-           cuda_ok(cudaMallocHost(&g->h_hits, hits * sizeof(uint16_t)), "cudaMallocHost") &&
-           cuda_ok(cudaMallocHost(&g->h_nrings, n), "cudaMallocHost") &&
-           cuda_ok(cudaMallocHost(&g->h_rings, rings), "cudaMallocHost");
+    size_t n = g->opts.max_events;
+    struct batch_layout l = batch_layout(n, n * SDD_RICH_MAX_HITS, g->opts.max_rings);
+    g->in_bytes = l.in_bytes;
+    g->out_bytes = l.out_bytes;
+    return cuda_ok(cudaMalloc(&g->d_in, l.in_bytes), "cudaMalloc") &&
+           cuda_ok(cudaMalloc(&g->d_out, l.out_bytes), "cudaMalloc") &&
+           cuda_ok(cudaMallocHost(&g->h_in, l.in_bytes), "cudaMallocHost") &&
+           cuda_ok(cudaMallocHost(&g->h_out, l.out_bytes), "cudaMallocHost");
 }
 
 sdd_err sdd_rich_gpu_create(const sdd_rich_gpu_opts *o, sdd_rich_gpu **out)
@@ -225,12 +242,11 @@ void sdd_rich_gpu_destroy(sdd_rich_gpu *g)
     if (g->stream != NULL) {
         cudaStreamSynchronize(g->stream);
     }
-    void *dev[] = {g->d_tab,  g->d_pm_bins, g->d_first, g->d_nhits,
-                   g->d_hits, g->d_nrings,  g->d_rings};
+    void *dev[] = {g->d_tab, g->d_pm_bins, g->d_in, g->d_out};
     for (size_t i = 0; i < sizeof(dev) / sizeof(dev[0]); i++) {
         cudaFree(dev[i]);
     }
-    void *host[] = {g->h_first, g->h_nhits, g->h_hits, g->h_nrings, g->h_rings};
+    void *host[] = {g->h_in, g->h_out};
     for (size_t i = 0; i < sizeof(host) / sizeof(host[0]); i++) {
         cudaFreeHost(host[i]);
     }
@@ -250,20 +266,63 @@ const char *sdd_rich_gpu_name(const sdd_rich_gpu *g)
     return g != NULL ? g->name : "";
 }
 
-/* The batch packed tight into the pinned buffers: the merge leaves room for 64 hits per
- * event, the copy takes only the hits there are. */
-static size_t stage_batch(sdd_rich_gpu *g, const sdd_rich_batch *b)
+/* The batch's hits in total, and whether they are packed tight from 0, as the merge leaves
+ * them: then one copy stages them, not one per event. */
+static bool batch_is_tight(const sdd_rich_batch *b, size_t *hits)
 {
-    size_t hits = 0;
+    uint32_t at = 0;
+    bool tight = true;
+    for (uint32_t i = 0; i < b->n; i++) {
+        tight &= b->first[i] == at && b->nhits[i] <= SDD_RICH_MAX_HITS;
+        at += b->nhits[i];
+    }
+    *hits = at;
+    return tight;
+}
+
+/* The batch packed tight into the pinned in block: a batch built by hand may leave room
+ * between events, the copy takes only the hits there are. Returns the layout. */
+static struct batch_layout stage_batch(sdd_rich_gpu *g, const sdd_rich_batch *b)
+{
+    size_t hits;
+    bool tight = batch_is_tight(b, &hits);
+    if (!tight) { /* count only the hits that go in */
+        hits = 0;
+        for (uint32_t i = 0; i < b->n; i++) {
+            hits += b->nhits[i] <= SDD_RICH_MAX_HITS ? b->nhits[i] : 0;
+        }
+    }
+    struct batch_layout l = batch_layout(b->n, hits, g->opts.max_rings);
+    uint16_t *h_hits = (uint16_t *)g->h_in;
+    uint32_t *h_first = (uint32_t *)(g->h_in + l.first);
+    uint8_t *h_nhits = g->h_in + l.nhits;
+    if (tight) {
+        memcpy(h_hits, b->hits, hits * sizeof(uint16_t));
+        memcpy(h_first, b->first, b->n * sizeof(uint32_t));
+        memcpy(h_nhits, b->nhits, b->n);
+        g->nhits = hits;
+        return l;
+    }
+    hits = 0;
     for (uint32_t i = 0; i < b->n; i++) {
         /* An event the merge could not make gets no rings, and no room beyond its share. */
         unsigned n = b->nhits[i] <= SDD_RICH_MAX_HITS ? b->nhits[i] : 0;
-        g->h_first[i] = (uint32_t)hits;
-        g->h_nhits[i] = (uint8_t)n;
-        memcpy(g->h_hits + hits, b->hits + b->first[i], n * sizeof(uint16_t));
+        h_first[i] = (uint32_t)hits;
+        h_nhits[i] = (uint8_t)n;
+        memcpy(h_hits + hits, b->hits + b->first[i], n * sizeof(uint16_t));
         hits += n;
     }
-    return hits;
+    g->nhits = hits;
+    return l;
+}
+
+/* The CUDA event of a step, where the steps are timed (EV_DONE always: wait needs it). */
+static bool record(sdd_rich_gpu *g, int ev)
+{
+    if (!g->opts.times && ev != EV_DONE) {
+        return true;
+    }
+    return cuda_ok(cudaEventRecord(g->ev[ev], g->stream), "cudaEventRecord");
 }
 
 sdd_err sdd_rich_gpu_submit(sdd_rich_gpu *g, const sdd_rich_batch *b)
@@ -281,31 +340,25 @@ sdd_err sdd_rich_gpu_submit(sdd_rich_gpu *g, const sdd_rich_batch *b)
         return SDD_EIO; /* the stream's device, whichever thread submits */
     }
     g->n = b->n;
-    g->nhits = stage_batch(g, b);
+    struct batch_layout l = stage_batch(g, b);
     struct rich_gpu_params p;
     p.opts = g->opts.find;
     p.r_max = g->r_max;
     p.tab = g->d_tab;
     p.pm_bins = g->d_pm_bins;
-    p.first = g->d_first;
-    p.nhits = g->d_nhits;
-    p.hits = g->d_hits;
+    p.first = (const uint32_t *)(g->d_in + l.first);
+    p.nhits = g->d_in + l.nhits;
+    p.hits = (const uint16_t *)g->d_in;
     p.n = b->n;
     p.max_rings = g->opts.max_rings;
-    p.nrings = g->d_nrings;
-    p.rings = g->d_rings;
+    p.nrings = g->d_out;
+    p.rings = (sdd_rich_ring *)(g->d_out + l.rings);
     size_t n = b->n;
     cudaStream_t s = g->stream;
-    bool ok = cuda_ok(cudaEventRecord(g->ev[EV_START], s), "cudaEventRecord") &&
-              cuda_ok(cudaMemcpyAsync(g->d_first, g->h_first, n * sizeof(uint32_t),
-                                      cudaMemcpyHostToDevice, s),
+    bool ok = record(g, EV_START) &&
+              cuda_ok(cudaMemcpyAsync(g->d_in, g->h_in, l.in_bytes, cudaMemcpyHostToDevice, s),
                       "cudaMemcpyAsync") &&
-              cuda_ok(cudaMemcpyAsync(g->d_nhits, g->h_nhits, n, cudaMemcpyHostToDevice, s),
-                      "cudaMemcpyAsync") &&
-              cuda_ok(cudaMemcpyAsync(g->d_hits, g->h_hits, g->nhits * sizeof(uint16_t),
-                                      cudaMemcpyHostToDevice, s),
-                      "cudaMemcpyAsync") &&
-              cuda_ok(cudaEventRecord(g->ev[EV_COPIED_IN], s), "cudaEventRecord");
+              record(g, EV_COPIED_IN);
     if (ok && n > 0) {
         size_t per_block = g->events_per_block > 0 ? (size_t)g->events_per_block : (size_t)g->block;
         unsigned grid = (unsigned)((n + per_block - 1) / per_block);
@@ -313,12 +366,8 @@ sdd_err sdd_rich_gpu_submit(sdd_rich_gpu *g, const sdd_rich_batch *b)
         kernel_of(&g->opts)<<<grid, g->block, g->smem, s>>>(p);
         ok = cuda_ok(cudaGetLastError(), "kernel launch");
     }
-    ok = ok && cuda_ok(cudaEventRecord(g->ev[EV_FOUND], s), "cudaEventRecord") &&
-         cuda_ok(cudaMemcpyAsync(g->h_nrings, g->d_nrings, n, cudaMemcpyDeviceToHost, s),
-                 "cudaMemcpyAsync") &&
-         cuda_ok(cudaMemcpyAsync(g->h_rings, g->d_rings,
-                                 n * g->opts.max_rings * sizeof(sdd_rich_ring),
-                                 cudaMemcpyDeviceToHost, s),
+    ok = ok && record(g, EV_FOUND) &&
+         cuda_ok(cudaMemcpyAsync(g->h_out, g->d_out, l.out_bytes, cudaMemcpyDeviceToHost, s),
                  "cudaMemcpyAsync") &&
          cuda_ok(cudaEventRecord(g->ev[EV_DONE], s), "cudaEventRecord");
     if (!ok) {
@@ -344,18 +393,21 @@ int64_t sdd_rich_gpu_wait(sdd_rich_gpu *g, const uint8_t **nrings, const sdd_ric
     if (!cuda_ok(cudaEventSynchronize(g->ev[EV_DONE]), "cudaEventSynchronize")) {
         return SDD_EIO;
     }
-    g->times.h2d_us = elapsed_us(g, EV_START, EV_COPIED_IN);
-    g->times.kernel_us = elapsed_us(g, EV_COPIED_IN, EV_FOUND);
-    g->times.d2h_us = elapsed_us(g, EV_FOUND, EV_DONE);
+    if (g->opts.times) {
+        g->times.h2d_us = elapsed_us(g, EV_START, EV_COPIED_IN);
+        g->times.kernel_us = elapsed_us(g, EV_COPIED_IN, EV_FOUND);
+        g->times.d2h_us = elapsed_us(g, EV_FOUND, EV_DONE);
+    }
+    struct batch_layout l = batch_layout(g->n, g->nhits, g->opts.max_rings);
     int64_t total = 0;
     for (uint32_t i = 0; i < g->n; i++) {
-        total += g->h_nrings[i];
+        total += g->h_out[i];
     }
     if (nrings != NULL) {
-        *nrings = g->h_nrings;
+        *nrings = g->h_out;
     }
     if (rings != NULL) {
-        *rings = g->h_rings;
+        *rings = (const sdd_rich_ring *)(g->h_out + l.rings);
     }
     return total;
 }
