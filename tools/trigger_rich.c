@@ -53,6 +53,8 @@ static void usage(FILE *out)
             "                     alone per GPU variant, the chain with the event finder and\n"
             "                     merge on the CPU, latency per buffer; default 262144 events)\n"
             "      --gpu-block N  bench --gpu: threads per block (default: per variant)\n"
+            "      --gpu-inflight N  bench --gpu: buffers each chain thread keeps on the GPU,\n"
+            "                     2 to 8 (default 2)\n"
             "      --smoke        bench: a tiny run for ctest\n"
             "      --json         one JSON object instead of the table\n");
 }
@@ -512,6 +514,7 @@ enum {
     OPT_JSON,
     OPT_GPU,
     OPT_GPU_BLOCK,
+    OPT_GPU_INFLIGHT,
 };
 
 int cmd_trigger_rich(int argc, char **argv)
@@ -537,6 +540,7 @@ int cmd_trigger_rich(int argc, char **argv)
         {"smoke", no_argument, NULL, OPT_SMOKE},
         {"gpu", no_argument, NULL, OPT_GPU},
         {"gpu-block", required_argument, NULL, OPT_GPU_BLOCK},
+        {"gpu-inflight", required_argument, NULL, OPT_GPU_INFLIGHT},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -645,6 +649,9 @@ int cmd_trigger_rich(int argc, char **argv)
             break;
         case OPT_GPU_BLOCK:
             bad = parse_u32(optarg, &o.gpu_block, 32, 1024) != 0 || o.gpu_block % 32 != 0;
+            break;
+        case OPT_GPU_INFLIGHT:
+            bad = parse_u32(optarg, &o.gpu_inflight, 2, RICH_CHAIN_MAX_INFLIGHT) != 0;
             break;
         case OPT_JSON:
             o.json = true;

@@ -11,6 +11,9 @@
 /* Entry point from `sddaq trigger`: argv[0] is "rich", argv[1] the mode. */
 int cmd_trigger_rich(int argc, char **argv);
 
+/* bench --gpu: the most buffers a chain thread keeps on the GPU at once. */
+#define RICH_CHAIN_MAX_INFLIGHT 8
+
 struct rich_cli {
     uint64_t events; /* 0 = the mode's default (with -i: the whole file) */
     uint64_t seed;
@@ -33,6 +36,7 @@ struct rich_cli {
     bool single_pass; /* --multi-ring off: the histogram finder's single greedy pass */
     bool gpu;         /* bench: the CUDA ring finder (sddaq/rich_gpu.h) */
     uint32_t gpu_block; /* bench --gpu: threads per block, 0 = each placement's default */
+    uint32_t gpu_inflight; /* bench --gpu: the chain's buffers in flight per thread, 0 = 2 */
     bool json;
     bool smoke;
 };

@@ -204,8 +204,10 @@ struct rich_mmm rich_summarize(double *v, int n)
     return (struct rich_mmm){v[n / 2], v[0], v[n - 1]};
 }
 
-/* ns per event of the event finder + merge alone (no ring finding). */
-static double ef_merge_ns(const sdd_rich_proc_opts *po, const struct rich_packed *p, int passes)
+/* ns per event of the event finder + merge alone (no ring finding); *ef_ns gets the event
+ * finder's share. */
+static double ef_merge_ns(const sdd_rich_proc_opts *po, const struct rich_packed *p, int passes,
+                          double *ef_ns)
 {
     sdd_rich_finder *f = NULL;
     sdd_rich_index idx;
@@ -220,17 +222,21 @@ static double ef_merge_ns(const sdd_rich_proc_opts *po, const struct rich_packed
     }
     sdd_rich_ef_stats es = {0};
     sdd_rich_merge_stats ms = {0};
-    uint64_t t0 = 0;
+    uint64_t t0 = 0, in_finder = 0;
     for (int pass = -1; pass < passes; pass++) {
         if (pass == 0) {
             t0 = sdd_now_ns();
+            in_finder = 0;
         }
         for (size_t b = 0; b < p->nbuf; b++) {
+            uint64_t tf = sdd_now_ns();
             sdd_rich_find_events(p->buf[b], p->len[b], sdd_rich_finder_pmtab(f), &idx, &es);
+            in_finder += sdd_now_ns() - tf;
             sdd_rich_merge(p->buf[b], &idx, po->window, &batch, &ms);
         }
     }
     double ns = (double)(sdd_now_ns() - t0) / ((double)p->events * passes);
+    *ef_ns = (double)in_finder / ((double)p->events * passes);
     sdd_rich_index_fini(&idx);
     sdd_rich_batch_fini(&batch);
     sdd_rich_finder_destroy(f);
@@ -244,6 +250,7 @@ struct method_result {
     const char *simd;
     sdd_rich_proc_opts po[LAT_SIZES + 1]; /* [0]: --buffer events; then the latency sizes */
     double one[BENCH_ROUNDS], stream[BENCH_ROUNDS], all[BENCH_ROUNDS], efm[BENCH_ROUNDS];
+    double ef[BENCH_ROUNDS];     /* the event finder's share of efm */
     uint64_t *lat[2][LAT_SIZES]; /* [0]: one thread per buffer; [1]: split over all */
     size_t nlat[2][LAT_SIZES];
 };
@@ -324,7 +331,7 @@ int rich_bench(const struct rich_cli *o)
                 *(stream ? &res[m].stream[r] : &res[m].one[r]) = v;
             }
             res[m].all[r] = throughput(&res[m].po[0], &pk[0], nthreads, passes, false);
-            res[m].efm[r] = ef_merge_ns(&res[m].po[0], &pk[0], passes);
+            res[m].efm[r] = ef_merge_ns(&res[m].po[0], &pk[0], passes, &res[m].ef[r]);
             for (int k = 0; k < (nthreads > 1 ? 2 : 1); k++) {
                 for (int s = 0; s < LAT_SIZES && rc == 0; s++) {
                     rc = latency(&res[m].po[s + 1], k ? (uint32_t)nthreads : 1, &pk[s + 1], passes,
@@ -368,6 +375,7 @@ int rich_bench(const struct rich_cli *o)
                         all = rich_summarize(res[m].all, rounds),
                         stream = rich_summarize(ratio, rounds);
         struct rich_mmm efm = rich_summarize(res[m].efm, rounds);
+        struct rich_mmm ef = rich_summarize(res[m].ef, rounds);
         struct rich_lat lat[2][LAT_SIZES];
         int nsplit = nthreads > 1 ? 2 : 1;
         for (int k = 0; k < nsplit; k++) {
@@ -388,6 +396,7 @@ int rich_bench(const struct rich_cli *o)
             tj_num(&j, "ns_per_event_1core", 1e9 / one.med);
             tj_num(&j, "stream_ratio_1core", stream.med);
             tj_num(&j, "ef_merge_ns_per_event", efm.med);
+            tj_num(&j, "event_finder_ns_per_event", ef.med);
             for (int k = 0; k < nsplit; k++) {
                 tj_arr(&j, k ? "latency_split" : "latency");
                 for (int s = 0; s < LAT_SIZES; s++) {
@@ -412,6 +421,7 @@ int rich_bench(const struct rich_cli *o)
                    stream.med, stream.min, stream.max);
             printf("  event finder + merge  %.1f [%.1f-%.1f] ns/event\n", efm.med, efm.min,
                    efm.max);
+            printf("    of which the finder %.1f [%.1f-%.1f] ns/event\n", ef.med, ef.min, ef.max);
             for (int k = 0; k < nsplit; k++) {
                 printf(k ? "  split over %d threads  events  p50 us  p99 us  max us  (buffers)\n"
                          : "  latency per buffer    events  p50 us  p99 us  max us  (buffers)\n",

@@ -164,7 +164,8 @@ static void run_variant(const struct rich_cli *o, const sdd_rich_find_opts *fo,
 struct chain {
     sdd_rich_index idx;
     sdd_rich_batch batch;
-    sdd_rich_gpu *gpu[2];
+    sdd_rich_gpu *gpu[RICH_CHAIN_MAX_INFLIGHT];
+    unsigned depth; /* buffers in flight, one GPU object each */
     const sdd_rich_pmtab *tab;
     uint32_t window;
     sdd_rich_ef_stats es;
@@ -179,12 +180,13 @@ static void chain_fini(struct chain *c)
 {
     sdd_rich_index_fini(&c->idx);
     sdd_rich_batch_fini(&c->batch);
-    sdd_rich_gpu_destroy(c->gpu[0]);
-    sdd_rich_gpu_destroy(c->gpu[1]);
+    for (unsigned k = 0; k < RICH_CHAIN_MAX_INFLIGHT; k++) {
+        sdd_rich_gpu_destroy(c->gpu[k]);
+    }
 }
 
 static int chain_init(struct chain *c, const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab,
-                      const sdd_rich_proc_opts *po)
+                      const sdd_rich_proc_opts *po, unsigned depth)
 {
     memset(c, 0, sizeof(*c));
     uint32_t cap = (uint32_t)(po->max_bytes / SDD_RICH_EVT_HEADER + 1);
@@ -193,10 +195,13 @@ static int chain_init(struct chain *c, const sdd_rich_gpu_opts *go, const sdd_ri
     sdd_rich_gpu_opts g = *go;
     g.max_events = cap;
     g.times = false; /* as the processing step runs it */
-    if (sdd_rich_index_init(&c->idx, cap) != SDD_OK ||
-        sdd_rich_batch_init(&c->batch, cap) != SDD_OK ||
-        sdd_rich_gpu_create(&g, &c->gpu[0]) != SDD_OK ||
-        sdd_rich_gpu_create(&g, &c->gpu[1]) != SDD_OK) {
+    c->depth = depth;
+    bool ok = sdd_rich_index_init(&c->idx, cap) == SDD_OK &&
+              sdd_rich_batch_init(&c->batch, cap) == SDD_OK;
+    for (unsigned k = 0; ok && k < depth; k++) {
+        ok = sdd_rich_gpu_create(&g, &c->gpu[k]) == SDD_OK;
+    }
+    if (!ok) {
         chain_fini(c);
         return -1;
     }
@@ -225,28 +230,31 @@ static int64_t chain_wait(struct chain *c, int k)
     return r;
 }
 
-/* Every buffer `passes` times, two in flight: the CPU merges buffer b + 1 while the GPU finds
- * the rings of buffer b. */
+/* Buffers a chain thread keeps on the GPU: --gpu-inflight, default 2 (one merged while the
+ * GPU works on the other). With 1024-event buffers the CPU still waits about 35 ns an event
+ * for the GPU (H200, session 24); more in flight may hide that. */
+static unsigned rich_chain_depth(const struct rich_cli *o)
+{
+    return o->gpu_inflight != 0 ? o->gpu_inflight : 2;
+}
+
+/* Every buffer `passes` times, depth in flight: the CPU finds and merges buffer i while the
+ * GPU works on the depth - 1 before it; buffer i - depth + 1 is waited for once i is in. */
 static int chain_stream(struct chain *c, const struct rich_packed *p, int passes, uint64_t *rings)
 {
-    size_t total = p->nbuf * (size_t)passes;
-    for (size_t i = 0; i < total; i++) {
-        if (chain_submit(c, p, i % p->nbuf, (int)(i & 1)) != 0) {
+    size_t total = p->nbuf * (size_t)passes, lag = c->depth - 1;
+    for (size_t i = 0; i < total + lag; i++) {
+        if (i < total && chain_submit(c, p, i % p->nbuf, (int)(i % c->depth)) != 0) {
             return -1;
         }
-        if (i > 0) {
-            int64_t r = chain_wait(c, (int)((i - 1) & 1));
+        if (i >= lag) {
+            int64_t r = chain_wait(c, (int)((i - lag) % c->depth));
             if (r < 0) {
                 return -1;
             }
             *rings += (uint64_t)r;
         }
     }
-    int64_t r = total > 0 ? chain_wait(c, (int)((total - 1) & 1)) : 0;
-    if (r < 0) {
-        return -1;
-    }
-    *rings += (uint64_t)r;
     return 0;
 }
 
@@ -269,7 +277,7 @@ static void *stream_main(void *arg)
  * mean ns per merged event in each part. */
 static double stream_rate(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab,
                           const sdd_rich_proc_opts *po, const struct rich_packed *p, int nthreads,
-                          int passes, double *cpu_ns)
+                          int passes, unsigned depth, double *cpu_ns)
 {
     struct stream_worker *w = calloc((size_t)nthreads, sizeof(*w));
     double rate = -1;
@@ -280,7 +288,7 @@ static double stream_rate(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab
     for (; made < nthreads; made++) {
         w[made].p = p;
         w[made].passes = passes;
-        if (chain_init(&w[made].chain, go, tab, po) != 0) {
+        if (chain_init(&w[made].chain, go, tab, po, depth) != 0) {
             goto out;
         }
         uint64_t warm = 0;
@@ -322,7 +330,7 @@ static int chain_latency(const sdd_rich_gpu_opts *go, const sdd_rich_pmtab *tab,
                          uint64_t *t, size_t *nt)
 {
     struct chain c;
-    if (chain_init(&c, go, tab, po) != 0) {
+    if (chain_init(&c, go, tab, po, 1) != 0) {
         return -1;
     }
     int rc = 0;
@@ -389,6 +397,7 @@ static void print_report(const struct rich_cli *o, struct gpu_report *r, int nth
         tj_end(&j);
         tj_uint(&j, "buffer_events", o->buffer);
         tj_uint(&j, "threads", (uint64_t)nthreads);
+        tj_uint(&j, "inflight_per_thread", rich_chain_depth(o));
         tj_arr(&j, "chains");
         for (int c = 0; c < LAYOUTS; c++) {
             const struct chain_result *ch = &r->chain[c];
@@ -441,8 +450,9 @@ static void print_report(const struct rich_cli *o, struct gpu_report *r, int nth
         printf("  GPU %-23s %-21s %-13.3g %s (%u differ)\n", VARIANTS[v].name, range, w.med,
                x->mismatched == 0 ? "identical" : "DIFFERENT", x->mismatched);
     }
-    printf("chain: event finder + merge on the CPU, rings on the GPU; buffers of %u events\n",
-           o->buffer);
+    printf("chain: event finder + merge on the CPU, rings on the GPU; buffers of %u events, "
+           "%u in flight per thread\n",
+           o->buffer, rich_chain_depth(o));
     for (int c = 0; c < LAYOUTS; c++) {
         const struct chain_result *ch = &r->chain[c];
         if (ch->variant < 0) {
@@ -495,10 +505,11 @@ static int run_chain(const struct rich_cli *o, const sdd_rich_find_opts *fo,
 {
     sdd_rich_gpu_opts go;
     gpu_opts(o, fo, 0, &VARIANTS[ch->variant], &go);
+    unsigned depth = rich_chain_depth(o);
     for (int i = 0; i < rounds; i++) {
         double cpu_ns[CPU_PARTS] = {0};
-        ch->stream1[i] = stream_rate(&go, tab, &po[0], &pk[0], 1, passes, NULL);
-        ch->streamn[i] = stream_rate(&go, tab, &po[0], &pk[0], nthreads, passes, cpu_ns);
+        ch->stream1[i] = stream_rate(&go, tab, &po[0], &pk[0], 1, passes, depth, NULL);
+        ch->streamn[i] = stream_rate(&go, tab, &po[0], &pk[0], nthreads, passes, depth, cpu_ns);
         for (int part = 0; part < CPU_PARTS; part++) {
             ch->cpu_ns[part][i] = cpu_ns[part];
         }

@@ -47,32 +47,26 @@ static const uint8_t *event_at(const struct rich_merge_in *in, const sdd_rich_in
     return off & RICH_CARRY_BIT ? in->carry + (off & ~RICH_CARRY_BIT) : in->buf + off;
 }
 
-/* Append event k's hits to the open merged event e; drops repeats and what passes 64. The
- * counts and stamps live in locals: stores through dst and seen could otherwise alias them. */
-static void append_hits(const uint8_t *e_hdr, const sdd_rich_index *idx, uint32_t k,
-                        sdd_rich_batch *out, uint32_t e, sdd_rich_merge_stats *st)
+/* Append the nh hits of the board event at e_hdr after the n hits already in dst; drops
+ * repeats (channels stamped gen in seen) and what passes 64, counted in *dups and *over.
+ * Returns the new count. */
+static inline unsigned append_hits(const uint8_t *e_hdr, unsigned nh, uint16_t *restrict dst,
+                                   unsigned n, uint32_t *restrict seen, uint32_t gen,
+                                   uint64_t *dups, uint64_t *over)
 {
     const uint8_t *h = e_hdr + SDD_RICH_EVT_HEADER;
-    uint16_t *restrict dst = out->hits + out->first[e];
-    uint32_t *restrict seen = out->seen;
-    const uint32_t gen = out->gen;
-    const unsigned nh = idx->nhits[k];
-    unsigned n = out->nhits[e], dups = 0, over = 0;
     for (unsigned i = 0; i < nh; i++) {
         unsigned ch = SDD_RICH_HIT_CHANNEL(rich_ld16(h + 2 * i));
         if (seen[ch] == gen) {
-            dups++;
+            (*dups)++;
         } else if (n == SDD_RICH_MAX_HITS) {
-            over++;
+            (*over)++;
         } else {
             seen[ch] = gen;
             dst[n++] = (uint16_t)ch;
         }
     }
-    st->dup_channels += dups;
-    st->overflow += over;
-    out->nhits[e] = (uint8_t)n;
-    out->boards[e] |= (uint8_t)(1u << (idx->board[k] & 7));
+    return n;
 }
 
 uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index *idx,
@@ -108,8 +102,9 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
     for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
         hk[b] = head[b] < end[b] ? rich_when(idx, idx->order[head[b]]) : UINT64_MAX;
     }
-    uint64_t last_ts[SDD_RICH_MAX_BOARDS];
-    bool any[SDD_RICH_MAX_BOARDS] = {false};
+    uint64_t last_ts[SDD_RICH_MAX_BOARDS] = {0};
+    uint64_t unordered = 0, dups = 0, over = 0;
+    uint32_t *restrict seen = out->seen;
     uint32_t consumed = 0;
     for (;;) {
         /* The earliest head opens the next event. */
@@ -123,30 +118,32 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
         }
         bool keep = out->n < out->cap;
         uint32_t e = out->n;
+        /* The event's hits and boards build up in locals and are stored once it closes; events
+         * close one after the other, so each one's hits follow the last one's: tight, as the
+         * GPU copy takes them. */
+        uint16_t *dst = NULL;
+        unsigned nhits = 0, boards = 0;
         if (keep) {
             if (++out->gen == 0) { /* after 2^32 events the stamps must start over */
                 memset(out->seen, 0, SDD_RICH_CHANNELS * sizeof(uint32_t));
                 out->gen = 1;
             }
             out->timestamp[e] = (uint32_t)t0;
-            /* Events close one after the other, so each one's hits follow the last one's:
-             * tight, as the GPU copy takes them. */
             out->first[e] = e > 0 ? out->first[e - 1] + out->nhits[e - 1] : 0;
-            out->nhits[e] = 0;
-            out->boards[e] = 0;
+            dst = out->hits + out->first[e];
         }
+        const uint32_t gen = out->gen;
         unsigned parts = 0;
         for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {
             while (hk[b] - t0 <= window) {
                 uint32_t k = idx->order[head[b]];
                 uint64_t ts = hk[b];
-                if (any[b] && ts < last_ts[b]) {
-                    st->unordered++;
-                }
-                any[b] = true;
+                unordered += ts < last_ts[b]; /* 0 before the board's first event */
                 last_ts[b] = ts;
                 if (keep) {
-                    append_hits(event_at(in, idx, k), idx, k, out, e, st);
+                    nhits = append_hits(event_at(in, idx, k), idx->nhits[k], dst, nhits, seen, gen,
+                                        &dups, &over);
+                    boards |= 1u << (idx->board[k] & 7);
                 }
                 parts++;
                 head[b]++;
@@ -155,6 +152,8 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
         }
         consumed += parts;
         if (keep) {
+            out->nhits[e] = (uint8_t)nhits;
+            out->boards[e] = (uint8_t)boards;
             out->n++;
             st->out_events++;
             st->fused += parts - 1;
@@ -166,6 +165,9 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
         }
     }
     st->in_events += consumed; /* held events count once, when merged */
+    st->unordered += unordered;
+    st->dup_channels += dups;
+    st->overflow += over;
     if (nheld != NULL) {
         uint32_t n = 0;
         for (unsigned b = 0; b < SDD_RICH_MAX_BOARDS; b++) {

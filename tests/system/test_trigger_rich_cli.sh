@@ -59,7 +59,8 @@ done
     fail "bench --smoke: $(cat "$dir/bench.err")"
 json_ok "$dir/bench.json" || fail "bench --json is not JSON: $(cat "$dir/bench.json")"
 grep -q '"method":"hist"' "$dir/bench.json" && grep -q '"method":"ptolemy"' "$dir/bench.json" &&
-    grep -q '"p99_us"' "$dir/bench.json" || fail "bench JSON incomplete: $(cat "$dir/bench.json")"
+    grep -q '"p99_us"' "$dir/bench.json" && grep -q '"event_finder_ns_per_event"' "$dir/bench.json" ||
+    fail "bench JSON incomplete: $(cat "$dir/bench.json")"
 # -t 2: the latency is also timed with each buffer split over 2 threads.
 "$sddaq" trigger rich bench --smoke --json -t 2 --method hist >"$dir/bench2.json" 2>"$dir/bench2.err" ||
     fail "bench -t 2: $(cat "$dir/bench2.err")"
@@ -75,6 +76,9 @@ if [ $rc -eq 0 ]; then
     grep -q '"events_differing_from_cpu":[1-9]' "$dir/gpu.json" &&
         fail "bench --gpu: GPU rings differ from the CPU's: $(cat "$dir/gpu.json")"
     grep -q '"chains":\[{' "$dir/gpu.json" || fail "bench --gpu: no chain: $(cat "$dir/gpu.json")"
+    grep -q '"inflight_per_thread":2' "$dir/gpu.json" &&
+        grep -q '"cpu_ns_per_event_finder_merge":' "$dir/gpu.json" ||
+        fail "bench --gpu: no in-flight depth or CPU split: $(cat "$dir/gpu.json")"
 else
     [ $rc -eq 1 ] || fail "bench --gpu without a GPU: exit $rc, wanted 1"
     grep -q "no GPU variant ran" "$dir/gpu.err" && grep -q "rich-gpu: " "$dir/gpu.err" ||
@@ -83,7 +87,7 @@ fi
 
 # Bad options: exit 2 with a message.
 for bad in "--method circle" "--fit least" "--simd sse" "-n 0" "--buffer 0" "--window -1" \
-    "--threshold 2" "--gpu-block 48" "--bogus"; do
+    "--threshold 2" "--gpu-block 48" "--gpu-inflight 1" "--gpu-inflight 9" "--bogus"; do
     # shellcheck disable=SC2086
     "$sddaq" trigger rich run $bad >"$dir/bad.out" 2>&1
     rc=$?
