@@ -301,6 +301,37 @@ static void random_damage(sdd_rich_index *idx)
 }
 
 /* A full index drops the rest and says so. */
+/* A hit on another board's PM, or on no PM, is caught at every place of events of 1 to 64
+ * hits (sizes around the 8- and 16-wide steps a faster check would take); the clean event
+ * passes. */
+static void channel_positions(sdd_rich_index *idx)
+{
+    static const unsigned SIZES[] = {1, 2, 7, 8, 9, 16, 17, 64};
+    uint8_t buf[SDD_RICH_PKT_MAX];
+    for (size_t z = 0; z < sizeof(SIZES) / sizeof(SIZES[0]); z++) {
+        unsigned n = SIZES[z];
+        for (unsigned bad = 0; bad <= n; bad++) { /* bad == n: none */
+            for (int kind = 0; kind < 2 && (kind == 0 || bad < n); kind++) {
+                uint16_t hits[SDD_RICH_MAX_HITS];
+                for (unsigned i = 0; i < n; i++) {
+                    hits[i] = SDD_RICH_HIT(channel_of(1, i), 0);
+                }
+                if (bad < n) {
+                    hits[bad] = kind == 0 ? channel_of(2, bad) : SDD_RICH_CHANNELS - 1;
+                }
+                sdd_rich_pkt_builder pb;
+                CHECK_OK(sdd_rich_pkt_begin(&pb, buf, sizeof(buf), 1, 7, 0));
+                CHECK_OK(sdd_rich_pkt_add(&pb, 100, 3, hits, n));
+                size_t len = sdd_rich_pkt_end(&pb);
+                sdd_rich_ef_stats st;
+                uint32_t found = run_finder(buf, len, idx, &st);
+                CHECK_EQ(found, bad < n ? 0u : 1u);
+                CHECK_EQ(st.bad_channel, bad < n ? 1u : 0u);
+            }
+        }
+    }
+}
+
 static void index_full(void)
 {
     sdd_rich_index small;
@@ -365,6 +396,7 @@ int main(void)
     good_buffer(&idx);
     merge_cap(&idx);
     corruption(&idx);
+    channel_positions(&idx);
     truncation(&idx);
     random_damage(&idx);
     index_full();
