@@ -125,7 +125,7 @@ uint32_t rich_merge_publish(const struct rich_merge_in *in, const sdd_rich_index
         unsigned nhits = 0, boards = 0;
         if (keep) {
             if (++out->gen == 0) { /* after 2^32 events the stamps must start over */
-                memset(out->seen, 0, SDD_RICH_CHANNELS * sizeof(uint32_t));
+                memset(seen, 0, SDD_RICH_CHANNELS * sizeof(uint32_t));
                 out->gen = 1;
             }
             out->timestamp[e] = (uint32_t)t0;

@@ -41,7 +41,6 @@ struct sdd_rich_gpu {
     uint8_t *d_in, *d_out;
     /* Pinned host copies of the blocks. */
     uint8_t *h_in, *h_out;
-    size_t in_bytes, out_bytes; /* their sizes for max_events */
 };
 
 /* Where the parts of a batch of n events with `hits` hits lie in the in and out blocks: first
@@ -169,8 +168,6 @@ static bool alloc_batch(sdd_rich_gpu *g)
 {
     size_t n = g->opts.max_events;
     struct batch_layout l = batch_layout(n, n * SDD_RICH_MAX_HITS, g->opts.max_rings);
-    g->in_bytes = l.in_bytes;
-    g->out_bytes = l.out_bytes;
     return cuda_ok(cudaMalloc(&g->d_in, l.in_bytes), "cudaMalloc") &&
            cuda_ok(cudaMalloc(&g->d_out, l.out_bytes), "cudaMalloc") &&
            cuda_ok(cudaMallocHost(&g->h_in, l.in_bytes), "cudaMallocHost") &&
