@@ -412,6 +412,10 @@ typedef struct sdd_rich_proc_opts {
     bool gpu;           /* find the rings on a CUDA GPU (sddaq/rich_gpu.h, its default layout);
                            the events are still found and merged here. create gives
                            SDD_ENOTSUP without a GPU, SDD_EINVAL with a split or Ptolemy */
+    bool stream;        /* the stage (sdd_rich_stage_start) only: merge its buffers as one
+                           stream (sdd_rich_proc_run_stream), so that an event cut by a buffer
+                           boundary comes out whole; a ref with data NULL and len 0 ends the
+                           stream. false (default): each buffer is merged alone */
 } sdd_rich_proc_opts;
 
 SDD_API void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o);
@@ -464,7 +468,12 @@ SDD_API sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_
  * The thread stops once asked and `in` is empty. cpu >= 0 pins it (a failed pin fails the
  * start). The ref's output is valid until the consumer calls sdd_rich_stage_release() on it:
  * the stage works on the next buffer only after that (one result in flight: deterministic
- * latency, no copies). */
+ * latency, no copies).
+ * With opts.stream the buffers are one stream, in the order they are queued: a ref's output
+ * holds the events merged in its turn, some from earlier buffers, and events the next buffer
+ * may still add to wait for it. Queue a ref with data NULL and len 0 to end the stream: its
+ * output holds the events still waiting. A stage stopped with events waiting logs how many
+ * board events it did not merge. */
 typedef struct sdd_rich_buffer_ref {
     const void *data;
     size_t len;

@@ -1,8 +1,9 @@
 /* RICH processing stage: one thread takes receive-buffer refs off an input ring, runs the event
- * finder, merge and ring finder on each (sdd_rich_proc_run) and passes the ref on. The results
- * live in the stage's proc, so only one buffer is out with the consumer at a time: the stage
- * waits for sdd_rich_stage_release() before it overwrites them. Lock-free handoff, no
- * allocation after start. */
+ * finder, merge and ring finder on each (sdd_rich_proc_run, or sdd_rich_proc_run_stream over a
+ * carry of its own when the buffers are one stream) and passes the ref on. The results live in
+ * the stage's proc, so only one buffer is out with the consumer at a time: the stage waits for
+ * sdd_rich_stage_release() before it overwrites them. Lock-free handoff, no allocation after
+ * start. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -17,6 +18,8 @@
 
 struct sdd_rich_stage {
     sdd_rich_proc *proc;
+    sdd_rich_carry *carry; /* the buffers are one stream (opts.stream); else NULL */
+    uint64_t seq;          /* the next buffer's number in the stream */
     sdd_spsc *in, *out;
     int cpu;
     pthread_t thread;
@@ -35,6 +38,19 @@ static void backoff(unsigned *spins)
     } else {
         sdd_sleep_ns(IDLE_SLEEP_NS);
     }
+}
+
+/* One ref's buffer: alone, in its turn in the stream, or the stream's end (no data). */
+static sdd_err process(sdd_rich_stage *st, sdd_rich_buffer_ref *ref)
+{
+    if (st->carry == NULL) {
+        return sdd_rich_proc_run(st->proc, ref->data, ref->len, &ref->out);
+    }
+    uint64_t seq = st->seq++;
+    if (ref->data == NULL && ref->len == 0) {
+        return sdd_rich_proc_flush(st->proc, st->carry, seq, &ref->out);
+    }
+    return sdd_rich_proc_run_stream(st->proc, ref->data, ref->len, st->carry, seq, &ref->out);
 }
 
 static void *stage_main(void *arg)
@@ -68,7 +84,7 @@ static void *stage_main(void *arg)
         }
         spins = 0;
         sdd_rich_buffer_ref *ref = p;
-        ref->status = sdd_rich_proc_run(st->proc, ref->data, ref->len, &ref->out);
+        ref->status = process(st, ref);
         atomic_store_explicit(&st->out_held, true, memory_order_relaxed);
         ref->latency_ns = sdd_now_ns() - t0;
         sdd_hist_record(&st->latency, ref->latency_ns);
@@ -79,6 +95,13 @@ static void *stage_main(void *arg)
         spins = 0;
     }
     return NULL;
+}
+
+static void stage_free(sdd_rich_stage *st)
+{
+    sdd_rich_carry_destroy(st->carry);
+    sdd_rich_proc_destroy(st->proc);
+    free(st);
 }
 
 sdd_err sdd_rich_stage_start(const sdd_rich_proc_opts *o, sdd_spsc *in, sdd_spsc *out, int cpu,
@@ -93,7 +116,11 @@ sdd_err sdd_rich_stage_start(const sdd_rich_proc_opts *o, sdd_spsc *in, sdd_spsc
     }
     memset(st, 0, sizeof(*st));
     sdd_err err = sdd_rich_proc_create(o, &st->proc);
+    if (err == SDD_OK && o->stream) {
+        err = sdd_rich_carry_create(o->max_bytes, &st->carry);
+    }
     if (err != SDD_OK) {
+        sdd_rich_proc_destroy(st->proc);
         free(st);
         return err;
     }
@@ -105,8 +132,7 @@ sdd_err sdd_rich_stage_start(const sdd_rich_proc_opts *o, sdd_spsc *in, sdd_spsc
     atomic_init(&st->stop, false);
     atomic_init(&st->out_held, false);
     if (pthread_create(&st->thread, NULL, stage_main, st) != 0) {
-        sdd_rich_proc_destroy(st->proc);
-        free(st);
+        stage_free(st);
         return SDD_EOS;
     }
     int s;
@@ -115,8 +141,7 @@ sdd_err sdd_rich_stage_start(const sdd_rich_proc_opts *o, sdd_spsc *in, sdd_spsc
     }
     if (s == 2) {
         pthread_join(st->thread, NULL);
-        sdd_rich_proc_destroy(st->proc);
-        free(st);
+        stage_free(st);
         SDD_ERROR(RICH_LOG, "stage: cannot pin to cpu %d", cpu);
         return SDD_EOS;
     }
@@ -143,6 +168,12 @@ void sdd_rich_stage_stop(sdd_rich_stage *st, sdd_hist *latency, uint64_t *buffer
     if (buffers != NULL) {
         *buffers = st->buffers;
     }
-    sdd_rich_proc_destroy(st->proc);
-    free(st);
+    uint32_t held = st->carry != NULL ? sdd_rich_carry_events(st->carry) : 0;
+    if (held > 0) {
+        SDD_WARN(RICH_LOG,
+                 "stage stopped with %u board events held for a stream end that was "
+                 "never queued: not merged",
+                 held);
+    }
+    stage_free(st);
 }

@@ -3,7 +3,9 @@
  * itself; a damaged buffer is processed without a crash and the damage is counted; an
  * oversized buffer is SDD_ETOOBIG; a buffer split over 2 or 3 threads gives exactly the rings
  * of one thread (a split of 65 is refused); the stage thread gives the same rings for every buffer,
- * one result out at a time, and stops cleanly after its input is drained. */
+ * one result out at a time, and stops cleanly after its input is drained; with opts.stream, a
+ * stream cut into buffers between any two packets gives, with its end queued, the events and
+ * rings of the uncut stream, where buffers merged alone split the cut events. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +97,108 @@ static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, 
     sdd_rich_proc_destroy(many);
 }
 
+/* The merged events of a run, in order: timestamp, hits and rings per event. */
+struct events {
+    uint32_t n;
+    uint32_t ts[2 * NBUF * PER];
+    uint8_t nhits[2 * NBUF * PER], nrings[2 * NBUF * PER];
+};
+
+static void add_events(struct events *ev, const sdd_rich_output *o)
+{
+    for (uint32_t i = 0; i < o->events->n && ev->n < 2 * NBUF * PER; i++, ev->n++) {
+        ev->ts[ev->n] = o->events->timestamp[i];
+        ev->nhits[ev->n] = o->events->nhits[i];
+        ev->nrings[ev->n] = o->nrings[i];
+    }
+}
+
+static bool same_events(const struct events *a, const struct events *b)
+{
+    return a->n == b->n && memcmp(a->ts, b->ts, a->n * sizeof(a->ts[0])) == 0 &&
+           memcmp(a->nhits, b->nhits, a->n) == 0 && memcmp(a->nrings, b->nrings, a->n) == 0;
+}
+
+/* Every ref through a stage (the last one may be the stream's end): the events out, in order. */
+static void run_stage(const sdd_rich_proc_opts *po, sdd_rich_buffer_ref *refs, int nrefs,
+                      struct events *ev)
+{
+    sdd_spsc *in = NULL, *outq = NULL;
+    CHECK_OK(sdd_spsc_create(16, &in));
+    CHECK_OK(sdd_spsc_create(16, &outq));
+    sdd_rich_stage *st = NULL;
+    CHECK_OK(sdd_rich_stage_start(po, in, outq, -1, &st));
+    CHECK_REQUIRE(st != NULL);
+    int queued = 0, got = 0;
+    while (got < nrefs) {
+        if (queued < nrefs && sdd_spsc_enqueue(in, &refs[queued]) == SDD_OK) {
+            queued++;
+        }
+        void *v;
+        if (sdd_spsc_dequeue(outq, &v) == SDD_OK) {
+            sdd_rich_buffer_ref *ref = v;
+            CHECK(ref == &refs[got]);
+            CHECK_OK(ref->status);
+            add_events(ev, &ref->out);
+            sdd_rich_stage_release(st, ref);
+            got++;
+        }
+    }
+    sdd_rich_stage_stop(st, NULL, NULL);
+    sdd_spsc_destroy(in);
+    sdd_spsc_destroy(outq);
+}
+
+/* All events as one stream of packets, cut after every 1 to 5 packets: with opts.stream and
+ * its end queued, the stage gives the uncut stream's events; merged alone, cut events come
+ * out in parts. A stage stopped before the end is queued stops cleanly (and logs the loss). */
+static void stream_stage(const sdd_rich_proc_opts *base, const sdd_rich_pmtab *tab)
+{
+    size_t cap = (size_t)NBUF * PER * 4 * sdd_rich_evt_bytes(64);
+    uint8_t *stream = malloc(cap);
+    CHECK_REQUIRE(stream != NULL);
+    int64_t len = sdd_rich_pack(tab, evs, NBUF * PER, SDD_RICH_PKT_MAX, stream, cap, NULL);
+    CHECK_REQUIRE(len > 0);
+    static struct events whole, streamed, alone, cut_short;
+    sdd_rich_proc_opts po = *base;
+    po.max_bytes = cap;
+    sdd_rich_proc *p = NULL;
+    CHECK_OK(sdd_rich_proc_create(&po, &p));
+    sdd_rich_output o;
+    CHECK_OK(sdd_rich_proc_run(p, stream, (size_t)len, &o));
+    add_events(&whole, &o);
+    sdd_rich_proc_destroy(p);
+
+    enum { MAX_REFS = 4096 };
+    static sdd_rich_buffer_ref refs[MAX_REFS];
+    int nrefs = 0;
+    uint64_t rs = 99;
+    for (size_t q = 0; q < (size_t)len && nrefs < MAX_REFS - 1;) {
+        size_t from = q;
+        for (unsigned k = 1 + (unsigned)(check_rand(&rs) % 5); k > 0 && q < (size_t)len; k--) {
+            uint32_t plen;
+            memcpy(&plen, stream + q + 8, 4);
+            q += plen;
+        }
+        refs[nrefs++] = (sdd_rich_buffer_ref){.data = stream + from, .len = q - from};
+    }
+    refs[nrefs] = (sdd_rich_buffer_ref){.data = NULL, .len = 0}; /* the end */
+    po = *base;
+    po.stream = true;
+    run_stage(&po, refs, nrefs + 1, &streamed);
+    CHECK(whole.n > NBUF * PER * 9 / 10);
+    CHECK(same_events(&streamed, &whole));
+    printf("stage stream: %d buffers, %u events as the uncut stream's %u\n", nrefs, streamed.n,
+           whole.n);
+    po.stream = false;
+    run_stage(&po, refs, nrefs, &alone);
+    CHECK(alone.n > whole.n); /* cut events in parts */
+    po.stream = true;
+    run_stage(&po, refs, nrefs / 2, &cut_short); /* no end queued */
+    CHECK(cut_short.n > 0 && cut_short.n < whole.n);
+    free(stream);
+}
+
 int main(void)
 {
     sdd_rich_proc_opts po;
@@ -181,6 +285,7 @@ int main(void)
     for (int b = 0; b < NBUF; b++) {
         free(bufs[b]);
     }
+    stream_stage(&po, tab);
     sdd_rich_pmtab_destroy(tab);
     return check_finish();
 }
