@@ -28,3 +28,5 @@ TAIL=3 run stream build/tests/unit_rich_stream
 SDDAQ_EXPECT_GPU=1 TAIL=3 run run_rich bash tests/system/test_run_rich.sh build/sddaq
 run gpu_t2 build/sddaq trigger rich bench --gpu -t 2
 run cpu_t2 build/sddaq trigger rich bench --method hist -t 2
+# sddaq run's rich stage with rings on the GPU: one buffer at a time against 2 in flight
+run run_inflight bash bench/run_rich_inflight.sh --gpu --pairs 3

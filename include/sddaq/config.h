@@ -43,6 +43,8 @@
 #define SDD_CFG_AUTO UINT32_MAX
 /* The event builder's most credits (SDD_EVB_MAX_CREDITS). */
 #define SDD_CFG_EVB_CREDITS_MAX 32
+/* A rich worker's most buffers in flight (SDD_RICH_PROC_MAX_INFLIGHT). */
+#define SDD_CFG_RICH_INFLIGHT_MAX 8
 
 /* Where a value came from: 1-based line and column in the file, 0 when built in code. */
 struct sdd_cfg_pos {
@@ -156,6 +158,8 @@ struct sdd_cfg_rich_finder {
     float claim;        /* a found ring takes its hits within claim out of the search, mm; 7 */
     float max_rms;      /* rings scattering more (mm RMS) are dropped; 8 */
     int gpu;            /* rings on a CUDA GPU (sddaq/rich_gpu.h): 1 on, 0 off (default) */
+    uint32_t inflight;  /* buffers a worker has started and not yet finished (sdd_rich_proc_start),
+                           1..8 or SDD_CFG_AUTO (default: 2 with gpu, else 1) */
 };
 
 struct sdd_cfg_process {

@@ -412,11 +412,18 @@ typedef struct sdd_rich_proc_opts {
     bool gpu;           /* find the rings on a CUDA GPU (sddaq/rich_gpu.h, its default layout);
                            the events are still found and merged here. create gives
                            SDD_ENOTSUP without a GPU, SDD_EINVAL with a split or Ptolemy */
+    uint32_t inflight;  /* buffers started and not yet finished (sdd_rich_proc_start):
+                           1 (default; 0 means 1) .. SDD_RICH_PROC_MAX_INFLIGHT. With gpu, 2 or
+                           more let the CPU find and merge the next buffer while the GPU finds
+                           the rings of the last; each takes a batch and a GPU object.
+                           SDD_EINVAL with a split */
     bool stream;        /* the stage (sdd_rich_stage_start) only: merge its buffers as one
                            stream (sdd_rich_proc_run_stream), so that an event cut by a buffer
                            boundary comes out whole; a ref with data NULL and len 0 ends the
                            stream. false (default): each buffer is merged alone */
 } sdd_rich_proc_opts;
+
+#define SDD_RICH_PROC_MAX_INFLIGHT 8
 
 SDD_API void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o);
 
@@ -462,6 +469,23 @@ SDD_API sdd_err sdd_rich_proc_run_stream(sdd_rich_proc *p, const void *buf, size
 /* The end of the stream after buffer seq - 1: the held events, merged and decided. */
 SDD_API sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq,
                                     sdd_rich_output *out);
+
+/* The same in two steps, for a pipeline: start finds and merges the buffer's events and
+ * starts their ring finding (on the CPU it finds them too); finish gives the oldest started
+ * buffer's output, waiting for the GPU when it has them. Up to opts.inflight buffers may be
+ * started before a finish, so with a GPU the next buffer's events are found and merged while
+ * the GPU works. start: carry NULL for a buffer on its own, else the stream's buffer seq;
+ * SDD_EBUSY when opts.inflight buffers wait for their finish, SDD_ETOOBIG as run. finish:
+ * SDD_EINVAL when none was started, SDD_EIO when the GPU failed; its output is valid until
+ * the next start. sdd_rich_proc_run and its stream and flush forms are a start and a finish,
+ * and need none waiting (SDD_EBUSY). */
+SDD_API sdd_err sdd_rich_proc_start(sdd_rich_proc *p, const void *buf, size_t len,
+                                    sdd_rich_carry *c, uint64_t seq);
+/* The end of a stream, as sdd_rich_proc_flush, started. */
+SDD_API sdd_err sdd_rich_proc_start_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq);
+SDD_API sdd_err sdd_rich_proc_finish(sdd_rich_proc *p, sdd_rich_output *out);
+/* Buffers started and not finished. */
+SDD_API uint32_t sdd_rich_proc_pending(const sdd_rich_proc *p);
 
 /* A stage thread: takes sdd_rich_buffer_ref pointers from `in`, processes each buffer and puts
  * the same pointer on `out` with its results filled in. Buffers and refs stay the caller's.

@@ -250,6 +250,7 @@ void sdd_config_stage_init(struct sdd_cfg_stage *s, sdd_stage_type t)
         s->process.finder = (struct sdd_cfg_rich_finder){
             .fit = 1, .multi_ring = 1, .window = 13.0f, .threshold = 5, .min_hits = 6, .claim = 7.0f,
             .max_rms = 8.0f};
+        s->process.finder.inflight = SDD_CFG_AUTO; /* 2 with a GPU, else 1 */
         break;
     case SDD_STAGE_WRITER:
         s->writer.format = SDD_WRITER_HDF5;

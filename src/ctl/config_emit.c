@@ -192,7 +192,12 @@ static void emit_stage(struct sbuf *b, const struct sdd_cfg_stage *s)
             put_float(b, f->claim);
             sbuf_put(b, "\n      max_rms: ");
             put_float(b, f->max_rms);
-            sbuf_put(b, "\n      gpu: %s\n", cfg_off_on_names[f->gpu != 0]);
+            sbuf_put(b, "\n      gpu: %s\n      inflight: ", cfg_off_on_names[f->gpu != 0]);
+            if (f->inflight == SDD_CFG_AUTO) {
+                sbuf_put(b, "auto\n");
+            } else {
+                sbuf_put(b, "%u\n", f->inflight);
+            }
         }
         break;
     case SDD_STAGE_WRITER:

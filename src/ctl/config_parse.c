@@ -563,6 +563,7 @@ static const struct field rich_finder_fields[] = {
     FLD(struct sdd_cfg_rich_finder, claim, F_FLOAT, claim, 0, 99),
     FLD(struct sdd_cfg_rich_finder, max_rms, F_FLOAT, max_rms, 0.1, 100),
     FENUM(struct sdd_cfg_rich_finder, gpu, gpu, cfg_off_on_names),
+    FLD(struct sdd_cfg_rich_finder, inflight, F_U32_AUTO, inflight, 1, SDD_CFG_RICH_INFLIGHT_MAX),
 };
 static const struct field stage_writer[] = {
     FENUM(stg, format, writer.format, cfg_writer_names),
@@ -864,6 +865,12 @@ static void parse_stage(struct pctx *c, yaml_node_t *n, const char *path)
                (s->process.split > 1 || s->process.finder.method != 0)) {
         mkpath(sub, sizeof(sub), "%s.finder.gpu", path);
         perr(c, a.finder_key, sub, "the GPU runs the 'hist' method with split 1 (split is %u)",
+             s->process.split);
+    } else if (type == SDD_STAGE_PROCESS && a.finder_key != NULL &&
+               s->process.finder.inflight != SDD_CFG_AUTO && s->process.finder.inflight > 1 &&
+               s->process.split > 1) {
+        mkpath(sub, sizeof(sub), "%s.finder.inflight", path);
+        perr(c, a.finder_key, sub, "more than one buffer in flight needs split 1 (split is %u)",
              s->process.split);
     }
 }

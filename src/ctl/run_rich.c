@@ -65,19 +65,33 @@ static uint64_t malformed(const sdd_rich_ef_stats *e)
            e->bad_timestamp + e->count_mismatch + e->index_full;
 }
 
-/* One buffer (in NULL: the events the last one held back): its events decided, the kept ones
- * sent on. False when the run is aborted. */
-static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct run_item *in)
+/* A buffer started (sdd_rich_proc_start) whose events are not decided yet: its item (NULL: the
+ * end of the stream) and number. */
+struct started {
+    struct run_item *it;
+    uint64_t id;
+};
+
+/* Start buffer `in` (NULL: the events the last one held back) in the proc. */
+static sdd_err start_buffer(struct run_stage *s, sdd_rich_proc *p, struct run_item *in,
+                            struct started *st)
+{
+    st->it = in;
+    st->id = in != NULL ? in->id : atomic_load(&s->rich_seq_end);
+    if (in == NULL) {
+        return sdd_rich_proc_start_flush(p, s->rich_carry, st->id);
+    }
+    return sdd_rich_proc_start(p, in->data, in->bytes, s->rich_carry, st->id);
+}
+
+/* The oldest started buffer's events decided, the kept ones sent on. False when the run is
+ * aborted. */
+static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct started *st)
 {
     struct sdd_run *r = s->run;
     struct run_counts *c = run_counts(s);
     sdd_rich_output o;
-    uint64_t id = in != NULL ? in->id : atomic_load(&s->rich_seq_end);
-    sdd_err err = in == NULL ? sdd_rich_proc_flush(p, s->rich_carry, id, &o)
-                  : s->rich_carry != NULL
-                      ? sdd_rich_proc_run_stream(p, in->data, in->bytes, s->rich_carry, id, &o)
-                      : sdd_rich_proc_run(p, in->data, in->bytes, &o);
-    if (err != SDD_OK) {
+    if (sdd_rich_proc_finish(p, &o) != SDD_OK) {
         sdd_metric_add(s->m.errors, 1);
         return true;
     }
@@ -93,8 +107,8 @@ static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct ru
             return false;
         }
         rec->bytes = rich_record(&o, i, rec->data);
-        rec->id = (id << 16) | i; /* buffer number, event in the buffer */
-        rec->built_ns = in != NULL ? in->built_ns : sdd_now_ns();
+        rec->id = (st->id << 16) | i; /* buffer number, event in the buffer */
+        rec->built_ns = st->it != NULL ? st->it->built_ns : sdd_now_ns();
         atomic_store(&rec->ntracks, o.nrings[i]);
         c->kept++;
         c->events_out++;
@@ -104,6 +118,63 @@ static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct ru
         run_item_release(r, rec);
     }
     return true;
+}
+
+/* A worker's buffers in flight, oldest first. */
+struct worker {
+    struct run_stage *s;
+    unsigned t;
+    sdd_rich_proc *p;
+    uint32_t inflight; /* the proc's opts.inflight */
+    bool going;        /* false once the run is aborted: items are only released */
+    uint64_t busy;
+    struct started fifo[SDD_RICH_PROC_MAX_INFLIGHT];
+    uint32_t head, n;
+};
+
+/* Decide the oldest buffer in flight and let its item go. */
+static void finish_oldest(struct worker *w)
+{
+    struct started st = w->fifo[w->head];
+    w->head = (w->head + 1) % SDD_RICH_PROC_MAX_INFLIGHT;
+    w->n--;
+    uint64_t t0 = sdd_now_ns();
+    if (w->going) {
+        w->going = decide_buffer(w->s, w->p, &st);
+    } else {
+        sdd_rich_output o; /* the run is aborted: nothing more leaves */
+        (void)sdd_rich_proc_finish(w->p, &o);
+    }
+    uint64_t done = sdd_now_ns();
+    w->busy += done - t0;
+    if (st.it != NULL) {
+        run_lat_record(&w->s->lat[w->t], done - st.it->built_ns, done);
+        run_item_release(w->s->run, st.it);
+    }
+    run_counts_flush();
+}
+
+/* Start a buffer (in NULL: the end of the stream); an item that cannot be started is counted
+ * and let go. */
+static void start_one(struct worker *w, struct run_item *in)
+{
+    if (w->n == w->inflight) { /* every slot taken: the oldest makes room */
+        finish_oldest(w);
+    }
+    uint64_t t0 = sdd_now_ns();
+    struct started *st = &w->fifo[(w->head + w->n) % SDD_RICH_PROC_MAX_INFLIGHT];
+    sdd_err err = start_buffer(w->s, w->p, in, st);
+    w->busy += sdd_now_ns() - t0;
+    if (err == SDD_OK) {
+        w->n++;
+        return;
+    }
+    sdd_metric_add(w->s->m.errors, 1);
+    if (in != NULL) {
+        uint64_t done = sdd_now_ns();
+        run_lat_record(&w->s->lat[w->t], done - in->built_ns, done);
+        run_item_release(w->s->run, in);
+    }
 }
 
 void *run_rich_thread(void *arg)
@@ -127,42 +198,55 @@ void *run_rich_thread(void *arg)
     po.find.claim = fc->claim;
     po.find.max_rms = fc->max_rms;
     po.gpu = fc->gpu != 0;
-    sdd_rich_proc *p = NULL;
+    /* Without a GPU the rings are found at the start, so one buffer in flight is enough. */
+    po.inflight = fc->inflight != SDD_CFG_AUTO ? fc->inflight : po.gpu ? 2 : 1;
+    struct worker w = {.s = s, .t = t, .inflight = po.inflight, .going = true};
     sdd_err err =
-        r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &p);
+        r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &w.p);
     if (err != SDD_OK) {
         run_fail(r, s, err, "cannot create the RICH event and ring finders");
     }
     if (run_counts_attach(r) != SDD_OK) {
         run_fail(r, s, SDD_ENOMEM, "no memory for the worker's counters");
     }
-    struct run_item *it;
-    uint64_t busy = 0;
-    bool going = true;
-    while ((it = run_next_item(s)) != NULL) {
-        uint64_t t0 = sdd_now_ns();
-        if (p != NULL && going) {
-            going = decide_buffer(s, p, it);
+    for (;;) {
+        /* With buffers in flight, the next one is started if it is there; if not, the oldest
+         * is decided rather than left waiting for it. */
+        void *taken = NULL;
+        if (w.n > 0 && !run_take(s, &taken)) {
+            finish_oldest(&w);
+            continue;
+        }
+        struct run_item *it = taken != NULL ? taken : run_next_item(s);
+        if (it == NULL) {
+            break;
         }
         uint64_t end = it->id + 1, seen = atomic_load(&s->rich_seq_end);
+        if (w.p != NULL && w.going) {
+            start_one(&w, it); /* it may be let go here */
+        } else {
+            uint64_t done = sdd_now_ns();
+            run_lat_record(&s->lat[t], done - it->built_ns, done);
+            run_item_release(r, it);
+        }
         while (seen < end && !atomic_compare_exchange_weak(&s->rich_seq_end, &seen, end)) {
         }
-        uint64_t done = sdd_now_ns();
-        busy += done - t0;
-        run_lat_record(&s->lat[t], done - it->built_ns, done);
-        run_item_release(r, it);
         run_counts_flush();
+    }
+    while (w.n > 0) {
+        finish_oldest(&w);
     }
     /* The last worker out decides the events the last buffer held back. */
     if (atomic_fetch_add(&s->rich_done, 1) + 1 == s->nthreads && s->rich_carry != NULL &&
-        p != NULL && going) {
-        uint64_t t0 = sdd_now_ns();
-        decide_buffer(s, p, NULL);
-        busy += sdd_now_ns() - t0;
-        run_counts_flush();
+        w.p != NULL && w.going) {
+        start_one(&w, NULL);
+        while (w.n > 0) {
+            finish_oldest(&w);
+        }
     }
+    sdd_rich_proc *p = w.p;
     run_counts_detach();
-    atomic_fetch_add(&s->busy_ns, busy);
+    atomic_fetch_add(&s->busy_ns, w.busy);
     if (p != NULL) {
         sdd_rich_ef_stats ef;
         sdd_rich_merge_stats ms;

@@ -2,7 +2,9 @@
  * merge of the boards' events by timestamp, then the ring finder on every merged event. All
  * memory is taken at create for the largest buffer, so a run allocates nothing. With a split,
  * the merged events are shared out in blocks to a team of threads, one finder each; the
- * helpers start on the first blocks while the calling thread still merges the rest. */
+ * helpers start on the first blocks while the calling thread still merges the rest. Buffers go
+ * through slots, one per buffer in flight (opts.inflight): with a GPU, a buffer's rings are
+ * found there while the next buffer is found and merged into the next slot. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -14,12 +16,24 @@
 #define SPLIT_MAX   64
 #define SPLIT_BLOCK 16 /* events a member takes at a time: small enough to balance the work */
 
+/* One buffer in flight: its merged events and their rings. */
+struct proc_slot {
+    sdd_rich_batch batch;
+    uint8_t *nrings; /* on the CPU; with a GPU they stay in its pinned memory */
+    sdd_rich_ring *rings;
+    sdd_rich_gpu *gpu; /* NULL unless the rings are found on a GPU */
+    uint64_t total;    /* rings found (on the CPU) */
+    sdd_err err;       /* from the GPU's submit */
+};
+
 struct sdd_rich_proc {
     sdd_rich_proc_opts o;
     sdd_rich_finder *finder; /* finders[0] */
     sdd_rich_finder *finders[SPLIT_MAX];
     sdd_team *team; /* NULL without a split */
-    sdd_rich_gpu *gpu; /* NULL unless the rings are found on a GPU */
+    struct proc_slot slots[SDD_RICH_PROC_MAX_INFLIGHT];
+    uint64_t started, finished; /* buffer i goes through slots[i % o.inflight] */
+    struct proc_slot *cur;      /* the slot being filled */
     const void *buf; /* the buffer being processed, and its length */
     size_t len;
     _Atomic uint32_t next;      /* the next block to take */
@@ -34,9 +48,6 @@ struct sdd_rich_proc {
     sdd_rich_index idx;
     sdd_rich_index held_idx; /* events to hold back merged at once (the carry is full) */
     uint32_t *held;
-    sdd_rich_batch batch;
-    uint8_t *nrings;
-    sdd_rich_ring *rings;
     sdd_rich_ef_stats ef;
     sdd_rich_merge_stats merge;
 };
@@ -49,13 +60,43 @@ void sdd_rich_proc_opts_default(sdd_rich_proc_opts *o)
     o->max_rings = 8;
     o->split = 1;
     o->gpu = false;
+    o->inflight = 1;
+    o->stream = false;
+}
+
+static sdd_err slot_init(struct proc_slot *sl, const sdd_rich_proc_opts *o, uint32_t cap)
+{
+    sdd_err err = sdd_rich_batch_init(&sl->batch, cap);
+    if (err == SDD_OK && o->gpu) {
+        sdd_rich_gpu_opts go;
+        sdd_rich_gpu_opts_default(&go);
+        go.find = o->find;
+        go.max_events = cap;
+        go.max_rings = o->max_rings;
+        go.times = false; /* nobody reads them here; three CUDA calls a buffer less */
+        err = sdd_rich_gpu_create(&go, &sl->gpu);
+    } else if (err == SDD_OK) {
+        sl->nrings = calloc(cap, 1);
+        sl->rings = calloc((size_t)cap * o->max_rings, sizeof(sdd_rich_ring));
+        err = sl->nrings && sl->rings ? SDD_OK : SDD_ENOMEM;
+    }
+    return err;
+}
+
+static void slot_fini(struct proc_slot *sl)
+{
+    sdd_rich_gpu_destroy(sl->gpu);
+    sdd_rich_batch_fini(&sl->batch);
+    free(sl->nrings);
+    free(sl->rings);
 }
 
 sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
 {
     if (o == NULL || out == NULL || o->max_bytes == 0 || o->max_bytes > (1u << 30) ||
         o->max_rings == 0 || o->max_rings > 64 || o->split > SPLIT_MAX ||
-        (o->gpu && o->split > 1)) {
+        o->inflight > SDD_RICH_PROC_MAX_INFLIGHT || (o->gpu && o->split > 1) ||
+        (o->inflight > 1 && o->split > 1)) {
         return SDD_EINVAL;
     }
     sdd_rich_proc *p = calloc(1, sizeof(*p));
@@ -64,6 +105,7 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     }
     p->o = *o;
     p->o.split = o->split > 0 ? o->split : 1;
+    p->o.inflight = o->inflight > 0 ? o->inflight : 1;
     /* An event takes at least its 16-byte header; a stream's buffer adds the events held
      * from the one before (at most as many bytes again). */
     uint32_t cap = 2 * (uint32_t)(o->max_bytes / SDD_RICH_EVT_HEADER + 1);
@@ -75,15 +117,10 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     if (err == SDD_OK && p->o.split > 1) {
         err = sdd_team_create(p->o.split, NULL, &p->team);
     }
-    if (err == SDD_OK && o->gpu) {
-        sdd_rich_gpu_opts go;
-        sdd_rich_gpu_opts_default(&go);
-        go.find = o->find;
-        go.max_events = cap;
-        go.max_rings = o->max_rings;
-        go.times = false; /* nobody reads them here; three CUDA calls a buffer less */
-        err = sdd_rich_gpu_create(&go, &p->gpu);
+    for (uint32_t i = 0; i < p->o.inflight && err == SDD_OK; i++) {
+        err = slot_init(&p->slots[i], &p->o, cap);
     }
+    p->cur = &p->slots[0];
     if (err == SDD_OK) {
         err = sdd_rich_index_init(&p->idx, cap);
     }
@@ -93,14 +130,6 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     if (err == SDD_OK) {
         p->held = calloc(cap, sizeof(uint32_t));
         err = p->held != NULL ? SDD_OK : SDD_ENOMEM;
-    }
-    if (err == SDD_OK) {
-        err = sdd_rich_batch_init(&p->batch, cap);
-    }
-    if (err == SDD_OK && p->gpu == NULL) { /* with a GPU, the rings stay in its pinned memory */
-        p->nrings = calloc(cap, 1);
-        p->rings = calloc((size_t)cap * o->max_rings, sizeof(sdd_rich_ring));
-        err = p->nrings && p->rings ? SDD_OK : SDD_ENOMEM;
     }
     if (err != SDD_OK) {
         sdd_rich_proc_destroy(p);
@@ -116,16 +145,15 @@ void sdd_rich_proc_destroy(sdd_rich_proc *p)
         return;
     }
     sdd_team_destroy(p->team);
-    sdd_rich_gpu_destroy(p->gpu);
+    for (uint32_t i = 0; i < SDD_RICH_PROC_MAX_INFLIGHT; i++) {
+        slot_fini(&p->slots[i]);
+    }
     for (uint32_t i = 0; i < SPLIT_MAX; i++) {
         sdd_rich_finder_destroy(p->finders[i]);
     }
     sdd_rich_index_fini(&p->idx);
     sdd_rich_index_fini(&p->held_idx);
     free(p->held);
-    sdd_rich_batch_fini(&p->batch);
-    free(p->nrings);
-    free(p->rings);
     free(p);
 }
 
@@ -139,11 +167,11 @@ static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first,
 {
     uint64_t total = 0;
     for (uint32_t e = first; e < end; e++) {
-        sdd_rich_ring *r = p->rings + (size_t)e * p->o.max_rings;
-        int k = sdd_rich_find(f, p->batch.hits + p->batch.first[e], p->batch.nhits[e], r,
-                              p->o.max_rings);
-        p->nrings[e] = (uint8_t)(k > 0 ? k : 0);
-        total += p->nrings[e];
+        const sdd_rich_batch *b = &p->cur->batch;
+        sdd_rich_ring *r = p->cur->rings + (size_t)e * p->o.max_rings;
+        int k = sdd_rich_find(f, b->hits + b->first[e], b->nhits[e], r, p->o.max_rings);
+        p->cur->nrings[e] = (uint8_t)(k > 0 ? k : 0);
+        total += p->cur->nrings[e];
     }
     return total;
 }
@@ -166,7 +194,7 @@ static void merge_now(sdd_rich_proc *p, const struct rich_merge_in *base, const 
     struct rich_merge_in in = *base;
     in.until = UINT64_MAX;
     in.append = true;
-    rich_merge_publish(&in, h, &p->batch, &p->merge, merged, NULL, NULL);
+    rich_merge_publish(&in, h, &p->cur->batch, &p->merge, merged, NULL, NULL);
 }
 
 /* A stream's buffer: its events found at once, then, in its turn, merged after the events the
@@ -176,12 +204,12 @@ static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
 {
     sdd_rich_carry *c = p->carry;
     sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
-    p->batch.n = 0;
+    p->cur->batch.n = 0;
     struct rich_merge_in in = {
         .buf = buf, .window = p->o.window, .until = UINT64_MAX, .append = true};
     if (!rich_carry_take(c, p->seq)) {
         p->merge.late++; /* its turn was given up: the events around it are merged already */
-        return rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, NULL, NULL);
+        return rich_merge_publish(&in, &p->idx, &p->cur->batch, &p->merge, merged, NULL, NULL);
     }
     in.carry = rich_carry_bytes(c);
     unsigned nboards = sdd_rich_geom_nboards(&p->finder->tab->geom);
@@ -189,7 +217,7 @@ static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
     in.until = p->flush ? UINT64_MAX : until;
     rich_carry_index(c, &p->idx); /* after the buffer's: the merge takes them first */
     uint32_t nheld = 0;
-    rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, p->held, &nheld);
+    rich_merge_publish(&in, &p->idx, &p->cur->batch, &p->merge, merged, p->held, &nheld);
     if (nheld > 0 && !rich_carry_keep(c, buf, &p->idx, p->held, nheld)) {
         p->merge.carry_full++;
         merge_now(p, &in, &p->idx, p->held, nheld, merged);
@@ -200,7 +228,7 @@ static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
     }
     p->merge.held += nheld;
     rich_carry_give(c, p->seq);
-    return p->batch.n;
+    return p->cur->batch.n;
 }
 
 /* The events of the buffer: found, then merged by timestamp. */
@@ -216,7 +244,7 @@ static uint32_t find_and_merge(sdd_rich_proc *p, const void *buf, size_t len,
     }
     sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
     const struct rich_merge_in in = {.buf = buf, .window = p->o.window, .until = UINT64_MAX};
-    return rich_merge_publish(&in, &p->idx, &p->batch, &p->merge, merged, NULL, NULL);
+    return rich_merge_publish(&in, &p->idx, &p->cur->batch, &p->merge, merged, NULL, NULL);
 }
 
 /* A team member's part: the caller finds and merges the events first; then every member takes
@@ -249,72 +277,16 @@ static void find_share(void *arg, unsigned who)
     p->part[who].rings = total;
 }
 
-/* Events found and merged here, their rings from the GPU (in its pinned memory until the
- * next run). */
-static sdd_err run_on_gpu(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
+/* Start the buffer in p->cur (its carry, seq and flush set): its events found and merged,
+ * their rings found here, or on the GPU (submitted). */
+static void start_slot(sdd_rich_proc *p, const void *buf, size_t len)
 {
-    find_and_merge(p, buf, len, NULL);
-    const uint8_t *nrings;
-    const sdd_rich_ring *rings;
-    sdd_err err = sdd_rich_gpu_submit(p->gpu, &p->batch);
-    int64_t total = err == SDD_OK ? sdd_rich_gpu_wait(p->gpu, &nrings, &rings) : err;
-    if (total < 0) {
-        return (sdd_err)total;
-    }
-    out->events = &p->batch;
-    out->nrings = nrings;
-    out->rings = rings;
-    out->max_rings = p->o.max_rings;
-    out->total_rings = (uint64_t)total;
-    return SDD_OK;
-}
-
-static sdd_err proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out);
-
-sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
-{
-    p->carry = NULL;
-    return proc_run(p, buf, len, out);
-}
-
-sdd_err sdd_rich_proc_run_stream(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c,
-                                 uint64_t seq, sdd_rich_output *out)
-{
-    if (c == NULL) {
-        return SDD_EINVAL;
-    }
-    if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
-        if (rich_carry_take(c, seq)) { /* refused, but the stream goes on */
-            rich_carry_give(c, seq);
-        }
-        return SDD_ETOOBIG;
-    }
-    p->carry = c;
-    p->seq = seq;
-    p->flush = false;
-    return proc_run(p, buf, len, out);
-}
-
-sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq, sdd_rich_output *out)
-{
-    if (c == NULL) {
-        return SDD_EINVAL;
-    }
-    p->carry = c;
-    p->seq = seq;
-    p->flush = true;
-    return proc_run(p, NULL, 0, out);
-}
-
-static sdd_err proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
-{
-    if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
-        return SDD_ETOOBIG;
-    }
-    if (p->gpu != NULL) {
-        return run_on_gpu(p, buf, len, out);
-    }
-    if (p->team == NULL) {
+    struct proc_slot *sl = p->cur;
+    sl->err = SDD_OK;
+    if (sl->gpu != NULL) {
+        find_and_merge(p, buf, len, NULL);
+        sl->err = sdd_rich_gpu_submit(sl->gpu, &sl->batch);
+    } else if (p->team == NULL) {
         uint32_t nev = find_and_merge(p, buf, len, NULL);
         p->part[0].rings = find_range(p, p->finder, 0, nev);
     } else {
@@ -326,16 +298,103 @@ static sdd_err proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_
         atomic_store_explicit(&p->merge_done, false, memory_order_relaxed);
         sdd_team_run(p->team, find_share, p);
     }
-    uint64_t total = 0;
-    for (uint32_t i = 0; i < p->o.split; i++) {
-        total += p->part[i].rings;
+    if (sl->gpu == NULL) {
+        uint64_t total = 0;
+        for (uint32_t i = 0; i < p->o.split; i++) {
+            total += p->part[i].rings;
+        }
+        sl->total = total;
     }
-    out->events = &p->batch;
-    out->nrings = p->nrings;
-    out->rings = p->rings;
-    out->max_rings = p->o.max_rings;
-    out->total_rings = total;
+}
+
+static sdd_err start(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c, uint64_t seq,
+                     bool flush)
+{
+    if (p->started - p->finished == p->o.inflight) {
+        return SDD_EBUSY;
+    }
+    if (len > p->o.max_bytes || (buf == NULL && len > 0)) {
+        if (c != NULL && rich_carry_take(c, seq)) { /* refused, but the stream goes on */
+            rich_carry_give(c, seq);
+        }
+        return SDD_ETOOBIG;
+    }
+    p->carry = c;
+    p->seq = seq;
+    p->flush = flush;
+    p->cur = &p->slots[p->started % p->o.inflight];
+    start_slot(p, buf, len);
+    p->started++;
     return SDD_OK;
+}
+
+sdd_err sdd_rich_proc_start(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c,
+                            uint64_t seq)
+{
+    return start(p, buf, len, c, seq, false);
+}
+
+sdd_err sdd_rich_proc_start_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq)
+{
+    return c != NULL ? start(p, NULL, 0, c, seq, true) : SDD_EINVAL;
+}
+
+uint32_t sdd_rich_proc_pending(const sdd_rich_proc *p)
+{
+    return (uint32_t)(p->started - p->finished);
+}
+
+sdd_err sdd_rich_proc_finish(sdd_rich_proc *p, sdd_rich_output *out)
+{
+    if (p->started == p->finished) {
+        return SDD_EINVAL;
+    }
+    struct proc_slot *sl = &p->slots[p->finished++ % p->o.inflight];
+    out->events = &sl->batch;
+    out->nrings = sl->nrings;
+    out->rings = sl->rings;
+    out->max_rings = p->o.max_rings;
+    out->total_rings = sl->total;
+    if (sl->gpu == NULL) {
+        return SDD_OK;
+    }
+    /* with a GPU, the rings stay in its pinned memory until its next submit */
+    int64_t total =
+        sl->err == SDD_OK ? sdd_rich_gpu_wait(sl->gpu, &out->nrings, &out->rings) : sl->err;
+    if (total < 0) {
+        out->nrings = NULL;
+        out->rings = NULL;
+        return (sdd_err)total;
+    }
+    out->total_rings = (uint64_t)total;
+    return SDD_OK;
+}
+
+/* A start and a finish, with none waiting. */
+static sdd_err run_one(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c,
+                       uint64_t seq, bool flush, sdd_rich_output *out)
+{
+    if (p->started != p->finished) {
+        return SDD_EBUSY;
+    }
+    sdd_err err = start(p, buf, len, c, seq, flush);
+    return err == SDD_OK ? sdd_rich_proc_finish(p, out) : err;
+}
+
+sdd_err sdd_rich_proc_run(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_output *out)
+{
+    return run_one(p, buf, len, NULL, 0, false, out);
+}
+
+sdd_err sdd_rich_proc_run_stream(sdd_rich_proc *p, const void *buf, size_t len, sdd_rich_carry *c,
+                                 uint64_t seq, sdd_rich_output *out)
+{
+    return c != NULL ? run_one(p, buf, len, c, seq, false, out) : SDD_EINVAL;
+}
+
+sdd_err sdd_rich_proc_flush(sdd_rich_proc *p, sdd_rich_carry *c, uint64_t seq, sdd_rich_output *out)
+{
+    return c != NULL ? run_one(p, NULL, 0, c, seq, true, out) : SDD_EINVAL;
 }
 
 void sdd_rich_proc_stats(const sdd_rich_proc *p, sdd_rich_ef_stats *ef, sdd_rich_merge_stats *m)

@@ -300,7 +300,8 @@ static void test_rich_finder(void)
                                "  - {name: t, type: process, algorithm: rich, split: 2, finder: "
                                "{method: ptolemy, fit: crawford, multi_ring: off, window: 10.5, "
                                "threshold: 6, min_hits: 7, claim: 5.5, max_rms: 6}}\n"
-                               "  - {name: g, type: process, algorithm: rich, finder: {gpu: on}}\n"
+                               "  - {name: g, type: process, algorithm: rich, finder: {gpu: on, "
+                               "inflight: 3}}\n"
                                "  - {name: w, type: writer, format: \"null\"}\n"
                                "links:\n  - {from: s, to: r}\n  - {from: s, to: t}\n"
                                "  - {from: s, to: g}\n  - {from: g, to: w}\n"
@@ -318,6 +319,8 @@ static void test_rich_finder(void)
     CHECK_EQ(cfg->stages[1].process.split, 1);
     CHECK_EQ(d->gpu, 0); /* the CPU unless asked */
     CHECK_EQ(cfg->stages[3].process.finder.gpu, 1);
+    CHECK_EQ(d->inflight, SDD_CFG_AUTO); /* 2 with a GPU, else 1 (run_rich.c) */
+    CHECK_EQ(cfg->stages[3].process.finder.inflight, 3);
     const struct sdd_cfg_rich_finder *f = &cfg->stages[2].process.finder;
     CHECK(f->method == 1 && f->fit == 1 && f->multi_ring == 0 && f->window == 10.5f &&
           f->threshold == 6 && f->min_hits == 7 && f->claim == 5.5f && f->max_rms == 6.0f);
@@ -686,6 +689,11 @@ static void test_stage_keys(void)
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, "
                  "finder: {gpu: on, method: ptolemy}}\n",
                  "2:47: stages[0].finder.gpu", "the GPU runs the 'hist' method with split 1");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, split: 2, "
+                 "finder: {inflight: 2}}\n",
+                 "2:57: stages[0].finder.inflight", "more than one buffer in flight needs split 1");
+    EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: rich, finder: {inflight: 9}}\n",
+                 "2:66: stages[0].finder.inflight", "out of range");
     EXPECT_ERROR("stages:\n  - {name: s, type: source, finder: {}}\n", "2:29: stages[0].finder",
                  "not valid for a 'source' stage (it belongs to 'process' stages)");
     EXPECT_ERROR("stages:\n  - {name: p, type: process, algorithm: prescale, factor: 0}\n",

@@ -4,7 +4,8 @@
 # one (found = kept + rejected, kept = HDF5 records, each of which decodes with its rings;
 # events cut by a buffer boundary merged whole: found and kept as by `trigger rich run`), a
 # prescaled sample of the receive buffers goes to a raw file, and the same seed gives the same
-# result twice, also with the rings found on a GPU (or the run refuses and says why). The
+# result twice, also with the rings found on a GPU (or the run refuses and says why) and with
+# buffers started ahead of their decision. The
 # shipped example (a udp source fed by `sddaq emu na62`) stops once the
 # trigger found the requested events, also with lost, corrupted and duplicated packets (counted
 # at the source); a timed run ends; topologies that mix NA62 packets with
@@ -120,6 +121,16 @@ else
     [ -z "${SDDAQ_EXPECT_GPU:-}" ] || fail "gpu: refused where a GPU was expected: $(cat err2d)"
     echo "run-rich: no GPU here, refused as it should: $(grep -m1 'rich-gpu: ' err2d)"
 fi
+
+# 2e. Buffers started ahead of their decision (finder inflight: 3; the default with a GPU is 2,
+#     so 2d runs it there): the same events found and kept, every one decided.
+sed 's/algorithm: rich, threads: 2}/algorithm: rich, threads: 2, finder: {inflight: 3}}/' \
+    fixed.yaml >inflight.yaml
+grep -q "inflight: 3" inflight.yaml || fail "inflight: could not make the topology"
+json2=$("$sddaq" run inflight.yaml -q --no-http --json 2>err2e) || fail "inflight: $(cat err2e)"
+[ "$(field "$json2" accounted)" = True ] && [ "$(field "$json2" built)" = "$found" ] &&
+    [ "$(field "$json2" kept)" = "$kept" ] && [ "$(stage "$json2" selected events_out)" = "$kept" ] ||
+    fail "inflight: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
 mkdir ex && cd ex || exit 1

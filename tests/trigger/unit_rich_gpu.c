@@ -242,6 +242,30 @@ static void proc_on_gpu(bool gpu)
         bad += a.nrings[i] != b.nrings[i] || !same_rings(a.rings + at, b.rings + at, a.nrings[i]);
     }
     CHECK_EQ(bad, 0);
+    /* Two buffers in flight (opts.inflight): the second is found and merged while the GPU has
+     * the first (the same buffer twice); both come back with the CPU's rings. */
+    sdd_rich_proc *dev2 = NULL;
+    po.gpu = true;
+    po.inflight = 2;
+    CHECK_OK(sdd_rich_proc_create(&po, &dev2));
+    sdd_rich_output c;
+    for (int round = 0; round < 3; round++) {
+        CHECK_OK(sdd_rich_proc_start(dev2, buf, (size_t)len, NULL, 0));
+        CHECK_OK(sdd_rich_proc_start(dev2, buf, (size_t)len, NULL, 0));
+        CHECK_EQ(sdd_rich_proc_start(dev2, buf, (size_t)len, NULL, 0), SDD_EBUSY);
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(sdd_rich_proc_finish(dev2, &c));
+            CHECK_EQ(c.events->n, a.events->n);
+            CHECK_EQ(c.total_rings, a.total_rings);
+            for (uint32_t i = 0; i < a.events->n; i++) {
+                size_t at = (size_t)i * a.max_rings;
+                bad += a.nrings[i] != c.nrings[i] ||
+                       !same_rings(a.rings + at, c.rings + at, a.nrings[i]);
+            }
+        }
+    }
+    CHECK_EQ(bad, 0);
+    sdd_rich_proc_destroy(dev2);
     free(buf);
     free(evs);
     sdd_rich_gen_destroy(gen);

@@ -5,7 +5,9 @@
  * of one thread (a split of 65 is refused); the stage thread gives the same rings for every buffer,
  * one result out at a time, and stops cleanly after its input is drained; with opts.stream, a
  * stream cut into buffers between any two packets gives, with its end queued, the events and
- * rings of the uncut stream, where buffers merged alone split the cut events. */
+ * rings of the uncut stream, where buffers merged alone split the cut events; buffers started
+ * ahead of their finish (opts.inflight, alone and as a stream) give what one at a time gives, in
+ * order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,6 +97,88 @@ static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, 
     CHECK_EQ(differ, 0);
     sdd_rich_proc_destroy(one);
     sdd_rich_proc_destroy(many);
+}
+
+/* One buffer's output, copied: it lives only until the proc's next start. */
+struct snapshot {
+    uint32_t n;
+    uint64_t total;
+    uint32_t ts[PER];
+    uint8_t nrings[PER];
+    sdd_rich_ring rings[PER * 8];
+};
+
+static void take_snapshot(struct snapshot *sn, const sdd_rich_output *o)
+{
+    CHECK_REQUIRE(o->events->n <= PER && o->max_rings == 8);
+    sn->n = o->events->n;
+    sn->total = o->total_rings;
+    memcpy(sn->ts, o->events->timestamp, sn->n * sizeof(uint32_t));
+    memcpy(sn->nrings, o->nrings, sn->n);
+    memcpy(sn->rings, o->rings, (size_t)sn->n * 8 * sizeof(sdd_rich_ring));
+}
+
+static bool same_snapshot(const struct snapshot *a, const sdd_rich_output *o)
+{
+    bool same = o->events->n == a->n && o->total_rings == a->total &&
+                memcmp(o->events->timestamp, a->ts, a->n * sizeof(uint32_t)) == 0 &&
+                memcmp(o->nrings, a->nrings, a->n) == 0;
+    for (uint32_t i = 0; same && i < a->n; i++) { /* the slots past an event's rings are stale */
+        same =
+            memcmp(o->rings + i * 8, a->rings + i * 8, a->nrings[i] * sizeof(sdd_rich_ring)) == 0;
+    }
+    return same;
+}
+
+/* Buffers started 3 ahead of their finish (opts.inflight 3) come out in order, each with the
+ * events and rings one buffer at a time gives; a fourth start, a run with buffers waiting, and
+ * a finish with none are refused. Buffers 0, 1, ... wrap around twice through the slots. */
+static void check_pipelined(const sdd_rich_proc_opts *po, uint8_t **bufs, const size_t *lens)
+{
+    static struct snapshot want[NBUF];
+    sdd_rich_proc *one = NULL, *pipe = NULL;
+    CHECK_OK(sdd_rich_proc_create(po, &one));
+    for (int b = 0; b < NBUF; b++) {
+        sdd_rich_output o;
+        CHECK_OK(sdd_rich_proc_run(one, bufs[b], lens[b], &o));
+        take_snapshot(&want[b], &o);
+    }
+    sdd_rich_proc_destroy(one);
+    sdd_rich_proc_opts pp = *po;
+    pp.inflight = 3;
+    CHECK_OK(sdd_rich_proc_create(&pp, &pipe));
+    sdd_rich_output o;
+    CHECK_EQ(sdd_rich_proc_finish(pipe, &o), SDD_EINVAL);
+    int differ = 0, finished = 0;
+    for (int k = 0; k < 2 * NBUF; k++) {
+        int b = k % NBUF;
+        if (sdd_rich_proc_pending(pipe) == 3) {
+            CHECK_EQ(sdd_rich_proc_start(pipe, bufs[b], lens[b], NULL, 0), SDD_EBUSY);
+            CHECK_EQ(sdd_rich_proc_run(pipe, bufs[b], lens[b], &o), SDD_EBUSY);
+            CHECK_OK(sdd_rich_proc_finish(pipe, &o));
+            differ += !same_snapshot(&want[finished++ % NBUF], &o);
+        }
+        CHECK_OK(sdd_rich_proc_start(pipe, bufs[b], lens[b], NULL, 0));
+    }
+    CHECK_EQ(sdd_rich_proc_pending(pipe), 3);
+    while (sdd_rich_proc_pending(pipe) > 0) {
+        CHECK_OK(sdd_rich_proc_finish(pipe, &o));
+        differ += !same_snapshot(&want[finished++ % NBUF], &o);
+    }
+    CHECK_EQ(finished, 2 * NBUF);
+    CHECK_EQ(differ, 0);
+    CHECK_EQ(sdd_rich_proc_finish(pipe, &o), SDD_EINVAL);
+    CHECK_EQ(sdd_rich_proc_start_flush(pipe, NULL, 0), SDD_EINVAL);
+    CHECK_EQ(sdd_rich_proc_start(pipe, bufs[0], po->max_bytes + 1, NULL, 0), SDD_ETOOBIG);
+    CHECK_EQ(sdd_rich_proc_pending(pipe), 0);
+    sdd_rich_proc_destroy(pipe);
+    sdd_rich_proc *none = NULL;
+    pp.inflight = SDD_RICH_PROC_MAX_INFLIGHT + 1;
+    CHECK_EQ(sdd_rich_proc_create(&pp, &none), SDD_EINVAL);
+    pp.inflight = 2;
+    pp.split = 2; /* a split shares one buffer's rings out: one buffer at a time */
+    CHECK_EQ(sdd_rich_proc_create(&pp, &none), SDD_EINVAL);
+    CHECK(none == NULL);
 }
 
 /* The merged events of a run, in order: timestamp, hits and rings per event. */
@@ -190,6 +274,31 @@ static void stream_stage(const sdd_rich_proc_opts *base, const sdd_rich_pmtab *t
     CHECK(same_events(&streamed, &whole));
     printf("stage stream: %d buffers, %u events as the uncut stream's %u\n", nrefs, streamed.n,
            whole.n);
+    /* The same stream through one proc with 2 buffers in flight, its end started too. */
+    static struct events piped;
+    po = *base;
+    po.max_bytes = cap;
+    po.inflight = 2;
+    sdd_rich_carry *carry = NULL;
+    CHECK_OK(sdd_rich_carry_create(po.max_bytes, &carry));
+    CHECK_OK(sdd_rich_proc_create(&po, &p));
+    for (int k = 0; k <= nrefs; k++) {
+        if (sdd_rich_proc_pending(p) == 2) {
+            CHECK_OK(sdd_rich_proc_finish(p, &o));
+            add_events(&piped, &o);
+        }
+        CHECK_OK(k < nrefs ? sdd_rich_proc_start(p, refs[k].data, refs[k].len, carry, (uint64_t)k)
+                           : sdd_rich_proc_start_flush(p, carry, (uint64_t)k));
+    }
+    while (sdd_rich_proc_pending(p) > 0) {
+        CHECK_OK(sdd_rich_proc_finish(p, &o));
+        add_events(&piped, &o);
+    }
+    CHECK(same_events(&piped, &whole));
+    CHECK_EQ(sdd_rich_carry_events(carry), 0);
+    sdd_rich_proc_destroy(p);
+    sdd_rich_carry_destroy(carry);
+    po = *base;
     po.stream = false;
     run_stage(&po, refs, nrefs, &alone);
     CHECK(alone.n > whole.n); /* cut events in parts */
@@ -229,6 +338,7 @@ int main(void)
     CHECK(ms.fused > 0);
     check_split_identical(&po, 2, bufs, lens);
     check_split_identical(&po, 3, bufs, lens);
+    check_pipelined(&po, bufs, lens);
     sdd_rich_proc_opts bad = po;
     bad.split = 65;
     sdd_rich_proc *none = NULL;
