@@ -35,8 +35,9 @@ void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now)
 
 void run_item_release(struct sdd_run *r, struct run_item *it)
 {
+    (void)r;
     if (it->pooled && atomic_fetch_sub(&it->refs, 1) == 1) {
-        sdd_pool_put(r->items, it);
+        sdd_pool_put(it->pool, it);
     }
 }
 
@@ -136,14 +137,15 @@ void run_stash_free(struct sdd_run *r, struct run_stash *st)
     }
 }
 
-struct run_item *run_item_new(struct sdd_run *r)
+static struct run_item *item_from(struct sdd_run *r, sdd_pool *pool)
 {
     struct run_item *it;
     /* No free buffer: the stages behind are slower than their input. Wait; a BU returns no
      * credits meanwhile, which slows the RUs down (a receiver fills its ring and counts). A
      * BU took its delivery's buffers before it began (run_stash_fill), and never waits here. */
-    while ((it = tls_stash != NULL && tls_stash->n > 0 ? tls_stash->buf[--tls_stash->n]
-                                                       : sdd_pool_get(r->items)) == NULL) {
+    while ((it = pool == r->items && tls_stash != NULL && tls_stash->n > 0
+                     ? tls_stash->buf[--tls_stash->n]
+                     : sdd_pool_get(pool)) == NULL) {
         if (atomic_load(&r->phase) == RUN_PHASE_ABORT) {
             return NULL;
         }
@@ -151,9 +153,20 @@ struct run_item *run_item_new(struct sdd_run *r)
     }
     memset(it, 0, sizeof(*it));
     it->pooled = true;
+    it->pool = pool;
     atomic_store(&it->kept, 1);
     atomic_store(&it->refs, 1);
     return it;
+}
+
+struct run_item *run_item_new(struct sdd_run *r)
+{
+    return item_from(r, r->items);
+}
+
+struct run_item *run_record_new(struct sdd_run *r)
+{
+    return item_from(r, r->records != NULL ? r->records : r->items);
 }
 
 /* Queue it on the stage's ring and wake a sleeping consumer. A full ring holds the producer

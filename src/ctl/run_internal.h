@@ -70,6 +70,7 @@ struct run_item {
     _Atomic uint32_t kept;     /* 1 unless a process stage rejected it */
     _Atomic uint32_t tflags;   /* flags a process stage adds (RUN_FLAG_TRIGGER_ERROR) */
     bool pooled;
+    sdd_pool *pool;                  /* pooled: where it goes back */
     uint64_t delivery;               /* its builder's delivery number (sdd_evb_event) */
     const struct run_commit *commit; /* its builder's commit mark; NULL: nothing to wait for */
     const struct sdd_evb_event *ev; /* view only */
@@ -221,6 +222,11 @@ struct sdd_run {
     /* events between stages */
     sdd_pool *items;
     size_t item_bytes; /* largest serialized event */
+    /* Small items for the records a rich stage makes (run_record_new): taken from the big
+     * pool, each record would touch a cold buffer of a receive buffer's size. NULL without a
+     * rich stage. */
+    sdd_pool *records;
+    size_t record_bytes;
     uint64_t run_number;
     /* control */
     sdd_runctl *rc;
@@ -315,6 +321,10 @@ void run_deliver(struct run_stage *to, struct run_item *it);
 /* A pool buffer as a new item holding one reference (the caller's), for a stage that makes
  * events of its own; waits while the pool is empty; NULL when the run is aborted meanwhile. */
 struct run_item *run_item_new(struct sdd_run *r);
+/* The same from the small pool, for a record of at most r->record_bytes. */
+struct run_item *run_record_new(struct sdd_run *r);
+/* run_rich.c: the largest record a rich stage makes (its pool's buffer size). */
+size_t run_rich_record_bytes(void);
 /* Pool buffers one event that stage s hands on can take in the thread that hands it on: one
  * wherever it is first queued for a stage with threads of its own. */
 uint32_t run_bufs_per_event(const struct run_stage *s);

@@ -26,6 +26,13 @@ static size_t record_max(uint32_t max_rings)
     return RICH_RECORD_HDR + 2 * (size_t)SDD_RICH_MAX_HITS + RICH_RECORD_RING * (size_t)max_rings;
 }
 
+size_t run_rich_record_bytes(void)
+{
+    sdd_rich_proc_opts po;
+    sdd_rich_proc_opts_default(&po); /* run_rich_thread keeps its max_rings */
+    return record_max(po.max_rings);
+}
+
 /* Event i of a processed buffer as a record; returns its bytes. */
 static uint32_t rich_record(const sdd_rich_output *o, uint32_t i, uint8_t *buf)
 {
@@ -102,7 +109,7 @@ static bool decide_buffer(struct run_stage *s, sdd_rich_proc *p, const struct st
             c->rejected++;
             continue;
         }
-        struct run_item *rec = run_item_new(r);
+        struct run_item *rec = run_record_new(r);
         if (rec == NULL) {
             return false;
         }
@@ -202,7 +209,7 @@ void *run_rich_thread(void *arg)
     po.inflight = fc->inflight != SDD_CFG_AUTO ? fc->inflight : po.gpu ? 2 : 1;
     struct worker w = {.s = s, .t = t, .inflight = po.inflight, .going = true};
     sdd_err err =
-        r->item_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &w.p);
+        r->record_bytes < record_max(po.max_rings) ? SDD_ETOOBIG : sdd_rich_proc_create(&po, &w.p);
     if (err != SDD_OK) {
         run_fail(r, s, err, "cannot create the RICH event and ring finders");
     }

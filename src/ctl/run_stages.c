@@ -133,6 +133,18 @@ static bool runs_inline(const struct sdd_cfg_stage *c)
            (c->type == SDD_STAGE_WRITER && c->writer.format == SDD_WRITER_NULL);
 }
 
+static bool has_rich_stage(const struct sdd_run *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        const struct sdd_cfg_stage *c = r->st[i].cfg;
+        if (r->st[i].local && c->type == SDD_STAGE_PROCESS &&
+            c->process.algorithm == SDD_ALGO_RICH) {
+            return true;
+        }
+    }
+    return false;
+}
+
 sdd_err run_stages_setup(struct sdd_run *r)
 {
     const sdd_config *cfg = r->cfg;
@@ -218,6 +230,14 @@ sdd_err run_stages_setup(struct sdd_run *r)
                                   64, &r->items);
     if (err != SDD_OK) {
         return err;
+    }
+    if (has_rich_stage(r)) {
+        r->record_bytes = run_rich_record_bytes();
+        err = sdd_pool_create(sizeof(struct run_item) + r->record_bytes, count < 64 ? 64 : count,
+                              64, &r->records);
+        if (err != SDD_OK) {
+            return err;
+        }
     }
     char *topology = NULL;
     err = sdd_config_emit(cfg, &topology, NULL);
@@ -325,6 +345,21 @@ sdd_err run_stages_start(struct sdd_run *r)
     return SDD_OK;
 }
 
+/* Every item back in its pool once the stages are done, none refused: a check on the
+ * hand-over's bookkeeping, logged (the run's result stands). */
+static void check_pool(const sdd_pool *pool, const char *what)
+{
+    if (pool == NULL) {
+        return;
+    }
+    size_t out = sdd_pool_count(pool) - sdd_pool_available(pool);
+    uint64_t refused = sdd_pool_bad_puts(pool);
+    if (out > 0 || refused > 0) {
+        SDD_WARN(LOG, "%zu %s buffers not returned to their pool, %" PRIu64 " returns refused", out,
+                 what, refused);
+    }
+}
+
 void run_stages_close(struct sdd_run *r)
 {
     for (size_t i = 0; i < r->n; i++) {
@@ -352,6 +387,10 @@ void run_stages_close(struct sdd_run *r)
         sdd_mpmc_destroy(s->in);
         s->in = NULL;
     }
+    check_pool(r->items, "event");
+    check_pool(r->records, "record");
     sdd_pool_destroy(r->items);
     r->items = NULL;
+    sdd_pool_destroy(r->records);
+    r->records = NULL;
 }

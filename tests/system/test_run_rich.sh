@@ -59,6 +59,8 @@ json=$("$sddaq" run fixed.yaml -q --no-http --json 2>err1) || fail "fixed: $(cat
 [ "$(field "$json" found)" = True ] || fail "fixed: not marked found: $json"
 [ "$(field "$json" generated)" = 20000 ] || fail "fixed: generated: $json"
 [ "$(stage "$json" tel62 dropped)" = 0 ] || fail "fixed: packets lost on loopback: $json"
+# Every event and record buffer back in its own pool at the end (run_stages_close checks).
+! grep -q "not returned to their pool" err1 || fail "fixed: $(grep pool err1)"
 found=$(field "$json" built)
 kept=$(field "$json" kept)
 # The receive buffers are one stream: events whose boards' packets straddle a buffer boundary
@@ -131,6 +133,7 @@ json2=$("$sddaq" run inflight.yaml -q --no-http --json 2>err2e) || fail "infligh
 [ "$(field "$json2" accounted)" = True ] && [ "$(field "$json2" built)" = "$found" ] &&
     [ "$(field "$json2" kept)" = "$kept" ] && [ "$(stage "$json2" selected events_out)" = "$kept" ] ||
     fail "inflight: $(field "$json2" built) found, $(field "$json2" kept) kept vs $found, $kept"
+! grep -q "not returned to their pool" err2e || fail "inflight: $(grep pool err2e)"
 
 # 3. The shipped example: a udp source on 5400 fed by `sddaq emu na62`, stopped by -n.
 mkdir ex && cd ex || exit 1
