@@ -30,7 +30,8 @@ static void usage(FILE *out)
             "  -o FILE            gen: the event file; run: a CSV of the rings\n"
             "      --method M     hist or ptolemy (default hist; score and bench: both)\n"
             "      --fit F        crawford (default) or taubin\n"
-            "      --simd V       histogram vectors: auto (default), portable or avx512\n"
+            "      --simd V       finder vectors: auto (default: the widest here), portable,\n"
+            "                     avx2 or avx512\n"
             "      --noise X      noise hits per event, Poisson mean (default 2)\n"
             "      --window W     a hit belongs to a ring when |d - R| < W mm (default 13)\n"
             "      --threshold T  histogram peak needed for a ring candidate (default 5)\n"
@@ -66,7 +67,8 @@ const char *rich_method_name(sdd_rich_method m)
 
 const char *rich_simd_name(sdd_rich_simd s)
 {
-    return s == SDD_RICH_SIMD_AVX512 ? "avx512" : s == SDD_RICH_SIMD_PORTABLE ? "portable" : "auto";
+    static const char *const names[] = {"auto", "portable", "avx512", "avx2"};
+    return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "auto";
 }
 
 static const char *fit_name(sdd_rich_fit f)
@@ -597,6 +599,8 @@ int cmd_trigger_rich(int argc, char **argv)
                 o.simd = SDD_RICH_SIMD_PORTABLE;
             } else if (strcmp(optarg, "avx512") == 0) {
                 o.simd = SDD_RICH_SIMD_AVX512;
+            } else if (strcmp(optarg, "avx2") == 0) {
+                o.simd = SDD_RICH_SIMD_AVX2;
             } else {
                 bad = true;
             }

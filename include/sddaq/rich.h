@@ -222,9 +222,10 @@ typedef enum sdd_rich_fit {
 /* The vector code of the finder's kernels (histogram, hit selection, moments, Ptolemy's test).
  * Every choice gives the same rings, bit for bit. */
 typedef enum sdd_rich_simd {
-    SDD_RICH_SIMD_AUTO = 0,     /* AVX-512 where the CPU has it, else portable */
+    SDD_RICH_SIMD_AUTO = 0,     /* AVX-512 where the CPU has it, else AVX2, else portable */
     SDD_RICH_SIMD_PORTABLE = 1, /* plain C (the compiler's baseline vectors) */
     SDD_RICH_SIMD_AVX512 = 2,   /* x86-64-v4; create gives SDD_ENOTSUP on other CPUs */
+    SDD_RICH_SIMD_AVX2 = 3,     /* x86-64-v3 vectors; SDD_ENOTSUP on other CPUs */
 } sdd_rich_simd;
 
 typedef struct sdd_rich_find_opts {

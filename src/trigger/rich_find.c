@@ -38,6 +38,18 @@ bool rich_avx512_supported(void)
 #endif
 }
 
+bool rich_avx2_supported(void)
+{
+#ifdef RICH_HAVE_V3
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi") &&
+           __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("popcnt") &&
+           __builtin_cpu_supports("lzcnt");
+#else
+    return false;
+#endif
+}
+
 sdd_err sdd_rich_finder_create(const sdd_rich_find_opts *o, sdd_rich_finder **out)
 {
     if (o == NULL || out == NULL) {
@@ -57,16 +69,18 @@ sdd_err sdd_rich_finder_create(const sdd_rich_find_opts *o, sdd_rich_finder **ou
         why = "window, max_rms or ptolemy_eps out of range";
     } else if (!(o->claim >= 0.0f && o->claim <= o->window)) {
         why = "claim must lie in [0, window]";
-    } else if (o->simd > SDD_RICH_SIMD_AVX512) {
+    } else if (o->simd > SDD_RICH_SIMD_AVX2) {
         why = "unknown simd choice";
     }
     if (why != NULL) {
         SDD_ERROR(RICH_LOG, "finder: %s", why);
         return SDD_EINVAL;
     }
-    bool avx = rich_avx512_supported();
-    if (o->simd == SDD_RICH_SIMD_AVX512 && !avx) {
-        SDD_ERROR(RICH_LOG, "finder: avx512 asked for, but this CPU or build lacks x86-64-v4");
+    bool avx = rich_avx512_supported(), avx2 = rich_avx2_supported();
+    if ((o->simd == SDD_RICH_SIMD_AVX512 && !avx) || (o->simd == SDD_RICH_SIMD_AVX2 && !avx2)) {
+        SDD_ERROR(RICH_LOG, "finder: %s asked for, but this CPU or build lacks x86-64-v%d",
+                  o->simd == SDD_RICH_SIMD_AVX2 ? "avx2" : "avx512",
+                  o->simd == SDD_RICH_SIMD_AVX2 ? 3 : 4);
         return SDD_ENOTSUP;
     }
     sdd_rich_finder *f = aligned_alloc(64, (sizeof(*f) + 63) & ~(size_t)63);
@@ -90,9 +104,22 @@ sdd_err sdd_rich_finder_create(const sdd_rich_find_opts *o, sdd_rich_finder **ou
     /* No particle gives a ring larger than beta = 1 does: a bigger circle is hits of several
      * rings that happen to fit one. */
     f->r_max = sdd_rich_ring_radius(&o->geom, 0.0f, 1.0f) + o->window;
-    f->avx512 = o->simd != SDD_RICH_SIMD_PORTABLE && avx;
-    f->opts.simd = f->avx512 ? SDD_RICH_SIMD_AVX512 : SDD_RICH_SIMD_PORTABLE;
-    f->kern = f->avx512 ? &rich_kern_avx512 : &rich_kern_portable;
+    /* auto: the widest vectors this CPU has. */
+    f->avx512 = (o->simd == SDD_RICH_SIMD_AUTO || o->simd == SDD_RICH_SIMD_AVX512) && avx;
+    f->avx2 =
+        !f->avx512 && (o->simd == SDD_RICH_SIMD_AUTO || o->simd == SDD_RICH_SIMD_AVX2) && avx2;
+    f->opts.simd = f->avx512 ? SDD_RICH_SIMD_AVX512
+                   : f->avx2 ? SDD_RICH_SIMD_AVX2
+                             : SDD_RICH_SIMD_PORTABLE;
+    f->kern = &rich_kern_portable;
+    if (f->avx512) {
+        f->kern = &rich_kern_avx512;
+    }
+#ifdef RICH_HAVE_V3
+    if (f->avx2) {
+        f->kern = &rich_kern_avx2;
+    }
+#endif
     *out = f;
     return SDD_OK;
 }

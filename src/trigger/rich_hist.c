@@ -38,7 +38,7 @@ void rich_hist_table(uint8_t (*table)[RICH_CENTRES], const float *x, const float
 }
 
 #ifdef RICH_HAVE_V4
-#include <immintrin.h>
+#include "trigger/rich_x86.h"
 
 /* The histograms with the searched rows held in registers: per hit, its PM's bins for all 64
  * centres are one byte vector, and each row adds one where a byte equals its bin. */
@@ -122,12 +122,8 @@ RICH_TARGET_V4 static unsigned peak_avx512(sdd_rich_finder *f, int *bbest, int *
         row = next;
     }
     __m256i m256 = _mm256_max_epu8(_mm512_castsi512_si256(mx), _mm512_extracti64x4_epi64(mx, 1));
-    __m128i m = _mm_max_epu8(_mm256_castsi256_si128(m256), _mm256_extracti128_si256(m256, 1));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 8));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 4));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 2));
-    m = _mm_max_epu8(m, _mm_srli_si128(m, 1));
-    unsigned best = (unsigned)_mm_cvtsi128_si32(m) & 0xFF;
+    unsigned best = rich_max_u8x16(
+        _mm_max_epu8(_mm256_castsi256_si128(m256), _mm256_extracti128_si256(m256, 1)));
     *bbest = RICH_BIN_LO;
     *cbest = 0;
     if (best == 0) {
@@ -182,6 +178,11 @@ unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct ri
 #ifdef RICH_HAVE_V4
     if (f->avx512) {
         return hist_spot_avx512(f, s, out, max);
+    }
+#endif
+#ifdef RICH_HAVE_V3
+    if (f->avx2) {
+        return rich_hist_spot_avx2(f, s, out, max);
     }
 #endif
     return hist_spot_portable(f, s, out, max);

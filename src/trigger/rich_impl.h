@@ -12,11 +12,14 @@
 
 #define RICH_LOG "rich"
 
-/* GCC on x86-64 builds the AVX-512 kernels (target attributes, chosen at run time). */
+/* GCC on x86-64 builds the AVX-512 and the AVX2 kernels (target attributes, chosen at run
+ * time). The AVX2 ones leave out FMA: the build never fuses, so no kernel may. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__)
 #define RICH_HAVE_V4 1
 #define RICH_TARGET_V4 \
     __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,bmi,bmi2,popcnt,lzcnt")))
+#define RICH_HAVE_V3   1
+#define RICH_TARGET_V3 __attribute__((target("avx2,bmi,bmi2,popcnt,lzcnt")))
 #endif
 
 /* C11 and the CUDA C++ build (src/trigger/cuda/) spell alignment differently. */
@@ -88,6 +91,7 @@ struct sdd_rich_finder {
     sdd_rich_find_opts opts;
     sdd_rich_pmtab *tab;
     bool avx512; /* the histogram runs the AVX-512 build */
+    bool avx2;   /* the histogram runs the AVX2 build (never both) */
     bool coop;   /* GPU: the 32 lanes of a warp work on this finder together (cuda/) */
     const struct rich_kern *kern;
     float r_max; /* largest ring radius the geometry can give (beta = 1) plus the window */
@@ -115,6 +119,9 @@ unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct ri
                         unsigned max);
 unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
                            unsigned max);
+/* rich_hist_spot() with the AVX2 histogram steps (only where rich_avx2_supported()). */
+unsigned rich_hist_spot_avx2(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
+                             unsigned max);
 
 /* Sums over points centred on their centroid (xm, ym): u = x - xm, v = y - ym, z = u^2 + v^2. */
 struct rich_moments {
@@ -143,6 +150,7 @@ struct rich_kern {
 
 extern const struct rich_kern rich_kern_portable;
 extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
+extern const struct rich_kern rich_kern_avx2;   /* only where rich_avx2_supported() */
 
 #ifndef __cplusplus
 /* sdd_rich_merge() that also stores the count of merged events into *merged (release) every
@@ -189,5 +197,7 @@ void rich_hist_table(uint8_t (*table)[RICH_CENTRES], const float *x, const float
 
 /* The AVX-512 histogram can run here (x86-64-v4 CPU and a compiler that built it). */
 bool rich_avx512_supported(void);
+/* The AVX2 histogram can run here (x86-64-v3 vectors, and a compiler that built them). */
+bool rich_avx2_supported(void);
 
 #endif

@@ -39,6 +39,21 @@ for variant in "--method hist" "--method ptolemy" "--method hist --fit crawford 
     sed 's/"source":"[^"]*",//' "$dir/gen.json" >"$dir/b.json"
     cmp -s "$dir/a.json" "$dir/b.json" || fail "scores differ ($variant)"
 done
+# Every vector build this CPU has finds the portable build's rings and scores (the unit test
+# compares them bit for bit); one it lacks is refused, naming what it needs.
+"$sddaq" trigger rich run -n 3000 --seed 9 --simd portable -o "$dir/portable.csv" --json \
+    >"$dir/portable.json" 2>/dev/null || fail "run --simd portable"
+for simd in avx2 avx512; do
+    if "$sddaq" trigger rich run -n 3000 --seed 9 --simd $simd -o "$dir/$simd.csv" --json \
+        >"$dir/$simd.json" 2>"$dir/$simd.err"; then
+        grep -q "\"simd\":\"$simd\"" "$dir/$simd.json" || fail "run --simd $simd took another path"
+        cmp -s "$dir/portable.csv" "$dir/$simd.csv" || fail "--simd $simd: other rings than portable"
+        sed "s/\"simd\":\"$simd\"/\"simd\":\"portable\"/" "$dir/$simd.json" >"$dir/b.json"
+        cmp -s "$dir/portable.json" "$dir/b.json" || fail "--simd $simd: other scores than portable"
+    else
+        grep -q "x86-64-v[34]" "$dir/$simd.err" || fail "run --simd $simd: $(cat "$dir/$simd.err")"
+    fi
+done
 grep -q '"efficiency_10hits":0\.9' "$dir/gen.json" ||
     fail "hist efficiency for >= 10-hit rings not above 90 %: $(cat "$dir/gen.json")"
 head -1 "$dir/gen.csv" | grep -q '^event,spot,cx,cy,r,nhits,quality$' ||

@@ -215,27 +215,28 @@ static void degenerate(sdd_rich_method m)
     sdd_rich_finder_destroy(f);
 }
 
-/* The portable and AVX-512 kernels give the same rings, bit for bit. */
-static void simd_equal(sdd_rich_method m, sdd_rich_fit fit, bool multi_ring)
+/* The portable kernels and the vector ones (simd: AVX-512 or AVX2) give the same rings, bit
+ * for bit. */
+static void simd_equal(sdd_rich_method m, sdd_rich_fit fit, bool multi_ring, sdd_rich_simd simd)
 {
     sdd_rich_finder *p = finder_mr(m, fit, SDD_RICH_SIMD_PORTABLE, multi_ring);
     sdd_rich_find_opts o;
     sdd_rich_find_opts_default(&o);
     o.method = m;
     o.fit = fit;
-    o.simd = SDD_RICH_SIMD_AVX512;
+    o.simd = simd;
     o.multi_ring = multi_ring;
     sdd_rich_finder *v = NULL;
     sdd_log_configure("none");
     sdd_err err = sdd_rich_finder_create(&o, &v);
     sdd_log_configure("warn");
     if (err == SDD_ENOTSUP) {
-        printf("no AVX-512 here: portable path only\n");
+        printf("no %s here: not compared\n", simd == SDD_RICH_SIMD_AVX2 ? "AVX2" : "AVX-512");
         sdd_rich_finder_destroy(p);
         return;
     }
     CHECK_OK(err);
-    CHECK_EQ(sdd_rich_finder_opts(v)->simd, SDD_RICH_SIMD_AVX512);
+    CHECK_EQ(sdd_rich_finder_opts(v)->simd, simd);
     sdd_rich_gen_opts go;
     sdd_rich_gen_opts_default(&go);
     go.seed = 3;
@@ -315,6 +316,9 @@ static void bad_opts(void)
     CHECK_EQ(sdd_rich_finder_create(&o, &f), SDD_EINVAL);
     o.claim = -1;
     CHECK_EQ(sdd_rich_finder_create(&o, &f), SDD_EINVAL);
+    sdd_rich_find_opts_default(&o);
+    o.simd = (sdd_rich_simd)(SDD_RICH_SIMD_AVX2 + 1);
+    CHECK_EQ(sdd_rich_finder_create(&o, &f), SDD_EINVAL);
     sdd_log_configure("warn");
     CHECK(f == NULL);
     sdd_rich_finder_destroy(NULL);
@@ -335,12 +339,17 @@ int main(void)
         for (int mr = 0; mr < 2; mr++) {
             crossing_rings((sdd_rich_fit)fit, SDD_RICH_SIMD_PORTABLE, mr == 1);
             crossing_rings((sdd_rich_fit)fit, SDD_RICH_SIMD_AVX512, mr == 1);
+            crossing_rings((sdd_rich_fit)fit, SDD_RICH_SIMD_AVX2, mr == 1);
         }
     }
-    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, true);
-    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_TAUBIN, true);
-    simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, false);
-    simd_equal(SDD_RICH_PTOLEMY, SDD_RICH_FIT_CRAWFORD, true);
+    const sdd_rich_simd vectors[] = {SDD_RICH_SIMD_AVX512, SDD_RICH_SIMD_AVX2};
+    for (size_t i = 0; i < sizeof(vectors) / sizeof(vectors[0]); i++) {
+        simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, true, vectors[i]);
+        simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_TAUBIN, true, vectors[i]);
+        simd_equal(SDD_RICH_HIST, SDD_RICH_FIT_CRAWFORD, false, vectors[i]);
+        simd_equal(SDD_RICH_PTOLEMY, SDD_RICH_FIT_CRAWFORD, true, vectors[i]);
+        simd_equal(SDD_RICH_PTOLEMY, SDD_RICH_FIT_TAUBIN, false, vectors[i]);
+    }
     bad_opts();
     /* Both settings of the multi-ring steps hold their own thresholds, and the steps gain; so
      * does leaving the outer band of a found ring's window to crossing rings (claim). */
