@@ -11,7 +11,7 @@ enum { ROWS = RICH_BIN_HI - RICH_BIN_LO };
 /* Rows [LO, HI) of centres half*32 .. half*32+31 gain one for each hit of add, lose one for
  * each of sub: a row adds where a hit's bin byte equals it. Sixteen registers hold one half's
  * rows, not both, so the halves take turns. */
-RICH_TARGET_V3 static void update_half(sdd_rich_finder *f, int half, uint64_t add, uint64_t sub)
+RICH_V3_INLINE void update_half(sdd_rich_finder *f, int half, uint64_t add, uint64_t sub)
 {
     __m256i acc[ROWS];
 #pragma GCC unroll 16
@@ -68,7 +68,7 @@ RICH_TARGET_V3 static void hist_build_avx2(sdd_rich_finder *f, const struct rich
 }
 
 /* The pair sums of row b for one half of the centres, vetoed pairs zero. */
-RICH_TARGET_V3 static __m256i pair_at(const sdd_rich_finder *f, int b, int half)
+RICH_V3_INLINE __m256i pair_at(const sdd_rich_finder *f, int b, int half)
 {
     __m256i row = _mm256_load_si256((const void *)&f->hist[b][32 * half]);
     __m256i next = _mm256_load_si256((const void *)&f->hist[b + 1][32 * half]);

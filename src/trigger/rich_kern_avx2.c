@@ -5,12 +5,12 @@
 #include <math.h>
 
 #include "trigger/rich_fit_core.h"
+#include "trigger/rich_x86.h"
 
 #ifdef RICH_HAVE_V3
-#include <immintrin.h>
 
 /* Weights 1.0f or 0.0f for 8 hits from 8 bits of a mask (lane i: bit i). */
-RICH_TARGET_V3 static __m256 weights8(unsigned bits)
+RICH_V3_INLINE __m256 weights8(unsigned bits)
 {
     const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     __m256i on = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)bits), sel), sel);
@@ -18,7 +18,7 @@ RICH_TARGET_V3 static __m256 weights8(unsigned bits)
 }
 
 /* rich_lane_tree() of lanes 0-7 (lo) and 8-15 (hi): 16 -> 8 (i, i+8) -> 4 -> 2 -> 1. */
-RICH_TARGET_V3 static float tree_v(__m256 lo, __m256 hi)
+RICH_V3_INLINE float tree_v(__m256 lo, __m256 hi)
 {
     __m256 b = _mm256_add_ps(lo, hi);
     __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
@@ -30,7 +30,7 @@ RICH_TARGET_V3 static float tree_v(__m256 lo, __m256 hi)
 /* The 8 -> 1 part of the tree for eight vectors at once, sum k in lane k: the same pairs
  * (i, i+4), (i, i+2), (0, 1) of each vector, with partial sums of several vectors packed
  * into one register. */
-RICH_TARGET_V3 static __m256 tree8_v(const __m256 *b)
+RICH_V3_INLINE __m256 tree8_v(const __m256 *b)
 {
     __m256 c[4], d[2];
 #pragma GCC unroll 4
@@ -53,8 +53,8 @@ RICH_TARGET_V3 static __m256 tree8_v(const __m256 *b)
 }
 
 /* |d - R| < w as (R - w)^2 < d^2 < (R + w)^2, 8 hits: their bits. */
-RICH_TARGET_V3 static unsigned on_circle8(const float *x, const float *y, __m256 cx, __m256 cy,
-                                          __m256 lo, __m256 hi)
+RICH_V3_INLINE unsigned on_circle8(const float *x, const float *y, __m256 cx, __m256 cy, __m256 lo,
+                                   __m256 hi)
 {
     __m256 dx = _mm256_sub_ps(_mm256_load_ps(x), cx);
     __m256 dy = _mm256_sub_ps(_mm256_load_ps(y), cy);
@@ -78,8 +78,8 @@ RICH_TARGET_V3 static uint64_t on_circle_avx2(const struct rich_spot *s, uint64_
 }
 
 /* The ten moment lane sums of lanes h*8 .. h*8+7 (hits q + h*8 + i for q = 0, 16, ...). */
-RICH_TARGET_V3 static void moments_half(const struct rich_spot *s, uint64_t mask, unsigned h,
-                                        __m256 xm, __m256 ym, __m256 *m)
+RICH_V3_INLINE void moments_half(const struct rich_spot *s, uint64_t mask, unsigned h, __m256 xm,
+                                 __m256 ym, __m256 *m)
 {
 #pragma GCC unroll 10
     for (int k = 0; k < NMOM; k++) {
@@ -154,7 +154,7 @@ RICH_TARGET_V3 static float residuals_avx2(const struct rich_spot *s, uint64_t m
     return rich_sum_masked(res2, mask);
 }
 
-RICH_TARGET_V3 static __m256 dist8(__m256 px, __m256 py, __m256 x, __m256 y)
+RICH_V3_INLINE __m256 dist8(__m256 px, __m256 py, __m256 x, __m256 y)
 {
     __m256 dx = _mm256_sub_ps(px, x), dy = _mm256_sub_ps(py, y);
     return _mm256_sqrt_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)));

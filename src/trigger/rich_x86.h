@@ -7,6 +7,10 @@
 #ifdef RICH_HAVE_V3
 #include <immintrin.h>
 
+/* A helper of the vector steps, always inlined: left to itself GCC called some, passing
+ * their vectors through memory. */
+#define RICH_V3_INLINE RICH_TARGET_V3 static inline __attribute__((always_inline))
+
 /* The largest of 16 unsigned bytes. */
 RICH_TARGET_V3 static inline unsigned rich_max_u8x16(__m128i m)
 {
