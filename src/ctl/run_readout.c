@@ -122,6 +122,30 @@ struct sdd_evb_feed run_readout_bind(struct run_readout *rd)
     return sdd_evb_ro_feed_bind(rd->feed);
 }
 
+/* Wait until the receiver has read every datagram sent (or the kernel counted it dropped), or
+ * read none for RUN_READOUT_GRACE_MS. A receiver behind its consumers (waiting for a free
+ * slot) still has datagrams in its socket: stopped then, it would lose them uncounted. */
+static void drain(struct run_emu *e)
+{
+    struct sdd_ro_emu_stats sent;
+    sdd_ro_emu_stats(e->emu, &sent);
+    uint64_t seen = UINT64_MAX, quiet_since = sdd_now_ns();
+    while (!atomic_load(&e->stopped)) {
+        struct sdd_ro_counters c;
+        sdd_ro_rx_counters(e->rx, &c);
+        uint64_t now = sdd_now_ns();
+        if (c.datagrams + c.kernel_drops >= sent.datagrams) {
+            break;
+        }
+        if (c.datagrams != seen) {
+            seen = c.datagrams;
+            quiet_since = now;
+        } else if (now - quiet_since >= RUN_READOUT_GRACE_MS * SDD_NS_PER_MS) {
+            break;
+        }
+        sdd_sleep_ns(10 * SDD_NS_PER_MS);
+    }
+}
 
 static void *emu_main(void *arg)
 {
@@ -133,7 +157,7 @@ static void *emu_main(void *arg)
     if (!atomic_load(&e->stopped)) {
         /* The stream is over: once its last packets are in, what never came is missing, and
          * the run can end. */
-        sdd_sleep_ns(RUN_READOUT_GRACE_MS * SDD_NS_PER_MS);
+        drain(e);
         sdd_ro_rx_stop(e->rx);
     }
     return NULL;

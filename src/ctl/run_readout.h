@@ -14,14 +14,15 @@
 
 struct run_readout;
 
-/* After a stream's last send, its last frames are still on their way (the receiver's frame
- * timeout is 100 ms): wait this long before closing it. */
+/* After a stream's last send, its last frames may still be on their way (the receiver's frame
+ * timeout is 100 ms): a receiver that read nothing for this long is done. */
 #define RUN_READOUT_GRACE_MS 300
 
 /* A detector emulator sending to a receiver from a thread of its own (readout sources of an
  * event builder, NA62 sources of a trigger). Once it has sent everything, the stream is over:
- * it stops the receiver RUN_READOUT_GRACE_MS after its last send, so that what is on its way
- * still arrives and the source then ends. */
+ * it stops the receiver once that has read every datagram sent, or read none for
+ * RUN_READOUT_GRACE_MS, so that what is on its way or still in the socket arrives and the
+ * source then ends. */
 struct run_emu {
     sdd_ro_emu *emu; /* NULL: no emulator (nothing to start) */
     sdd_ro_rx *rx;

@@ -174,6 +174,24 @@ json=$("$sddaq" run timed.yaml -q --no-http --json 2>err4) || fail "timed: $(cat
 [ "$(field "$json" accounted)" = True ] || fail "timed: $json"
 [ "$(field "$json" built)" -gt 0 ] || fail "timed: nothing found: $json"
 
+# 4b. An emulator far ahead of its trigger (8 cycles as fast as it sends, one worker behind a
+#     link of 2 buffers): the receiver's ring and its socket fill. Whatever is lost is counted:
+#     events not found are at most 72 a dropped packet (a 1472-byte packet holds at most 72
+#     board events of one hit). Before, the run stopped the receiver 300 ms after the last
+#     send, and what its socket still held (110 000 events here) went silently.
+"$sddaq" trigger rich run -n 32768 -s 3 >cycle.out 2>&1 || fail "cycle: $(cat cycle.out)"
+per_cycle=$(sed -n 's/.*merge: \([0-9]*\) events.*/\1/p' cycle.out)
+[ -n "$per_cycle" ] || fail "cycle: $(cat cycle.out)"
+sed 's/events: 20000/events: 262144/; s/, rate: 200000//; s/threads: 2}/threads: 1}/' fixed.yaml |
+    sed 's/{from: tel62, to: rich}/{from: tel62, to: rich, depth: 2}/' >ahead.yaml
+grep -q "depth: 2" ahead.yaml && ! grep -q "rate:" ahead.yaml || fail "ahead: could not make the topology"
+json=$("$sddaq" run ahead.yaml -q --no-http --json 2>err4b) || fail "ahead: $(cat err4b)"
+[ "$(field "$json" accounted)" = True ] || fail "ahead: $json"
+missing=$((8 * per_cycle - $(field "$json" built)))
+dropped=$(stage "$json" tel62 dropped)
+[ "$missing" -ge 0 ] && [ "$missing" -le $((72 * dropped)) ] ||
+    fail "ahead: $missing events not found, $dropped packets counted lost: $json"
+
 # 5. Refused, naming the stage: NA62 packets into an ru; rich behind builder units; hough fed
 #    with NA62 packets; frame geometry for na62 packets.
 sed 's/algorithm: hough, threads: 2, min_pt: 20/algorithm: rich, threads: 2/' \
