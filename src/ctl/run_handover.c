@@ -35,7 +35,7 @@ void run_lat_record(struct run_lat *l, uint64_t ns, uint64_t now)
 
 void run_item_release(struct sdd_run *r, struct run_item *it)
 {
-    (void)r;
+    (void)r; /* every item knows its pool */
     if (it->pooled && atomic_fetch_sub(&it->refs, 1) == 1) {
         sdd_pool_put(it->pool, it);
     }
@@ -166,7 +166,7 @@ struct run_item *run_item_new(struct sdd_run *r)
 
 struct run_item *run_record_new(struct sdd_run *r)
 {
-    return item_from(r, r->records != NULL ? r->records : r->items);
+    return item_from(r, r->records); /* made with the rich stage that calls this */
 }
 
 /* Queue it on the stage's ring and wake a sleeping consumer. A full ring holds the producer

@@ -1,7 +1,7 @@
 /* The histogram ring finder's steps for AVX2 (x86-64-v3), chosen at run time where there is no
  * AVX-512: the 64 candidate centres are two 32-byte vectors. They do the same integer counts
- * as the portable steps of rich_hist_core.h, so every build gives the same rings. */
-/* Everything in this file builds for x86-64-v3, the search's static copies of the fits,
+ * as the portable steps of rich_hist_core.h, so every build gives the same rings.
+ * Everything in this file builds for x86-64-v3, the search's static copies of the fits,
  * refinement and re-assignment from the shared headers too (popcnt, BMI; never FMA, so the
  * same bits): only rich_hist_spot_avx2() is called from outside, on an AVX2 CPU. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
