@@ -607,6 +607,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
     for (uint32_t i = 0; i < nn; i++) {
         int st = 0;
         waitpid(pids[i], &st, 0);
+        sdd_fabric_release_shm_of(pids[i]); /* a killed node leaves its regions behind */
         bool killed = (int)i == c->kill_node;
         if (killed || (WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
             continue;

@@ -240,6 +240,7 @@ static pid_t spawn_server(const struct perf_opts *o, uint16_t *port)
         if (pid > 0) {
             kill(pid, SIGKILL);
             waitpid(pid, NULL, 0);
+            sdd_fabric_release_shm_of(pid);
         }
         return -1;
     }
@@ -262,6 +263,7 @@ static int run_self_one(struct perf_opts *o)
         kill(pid, SIGKILL);
     }
     waitpid(pid, &status, 0);
+    sdd_fabric_release_shm_of(pid);
     return rc != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 

@@ -464,6 +464,7 @@ int perf_mesh_main(int argc, char **argv)
         if (pid < 0) {
             break;
         }
+        sdd_fabric_release_shm_of(pid);
         if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
             ok = false;
             atomic_store(&sh->failed, 1);

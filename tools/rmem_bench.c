@@ -13,6 +13,7 @@
 #include "rmem.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
+#include "sddaq/fabric.h"
 #include "sddaq/log.h"
 
 #define SIZE_BUDGET_NS (300 * SDD_NS_PER_MS) /* time spent per throughput size */
@@ -55,6 +56,7 @@ static pid_t spawn_server(const struct rmem_tool_opts *o, const char *provider, 
         close(kp[1]);
         if (pid > 0) {
             waitpid(pid, NULL, 0);
+            sdd_fabric_release_shm_of(pid);
         }
         return -1;
     }
@@ -189,6 +191,7 @@ static int bench_provider(const struct rmem_tool_opts *o, const char *provider)
     }
     close(keep);
     waitpid(pid, NULL, 0);
+    sdd_fabric_release_shm_of(pid);
     return rc;
 }
 

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "sddaq/api.h"
 #include "sddaq/err.h"
@@ -88,6 +89,12 @@ SDD_API sdd_err sdd_ep_open(const struct sdd_ep_opts *opts, sdd_ep **out);
 SDD_API void sdd_ep_close(sdd_ep *ep);
 
 SDD_API const struct sdd_ep_info *sdd_ep_info(const sdd_ep *ep);
+
+/* Remove the shared-memory regions (/dev/shm/PID:...) that the shm provider made for process
+ * pid, a child already reaped with waitpid(). A process that exits removes its own; one that
+ * is killed leaves them behind, 16 MiB each. Launchers call this for every child that died of
+ * a signal. Returns how many were removed. */
+SDD_API int sdd_fabric_release_shm_of(pid_t pid);
 
 /* ---- memory registration ------------------------------------------------------------------ */
 

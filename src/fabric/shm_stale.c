@@ -3,7 +3,8 @@
  * behind. When the PID comes round again, the new process's endpoint of the same index finds
  * the name taken and fi_enable() fails with EBUSY. Before its first shm endpoint, a process
  * removes the regions named with its own PID that are older than itself: they belonged to a
- * dead process that had this PID, never to a live one. */
+ * dead process that had this PID, never to a live one. A launcher that reaps a killed child
+ * removes the child's at once (sdd_fabric_release_shm_of). */
 #include <dirent.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -53,6 +54,36 @@ static time_t process_start(void)
     return btime != 0 && hz > 0 ? (time_t)(btime + start_ticks / (unsigned long long)hz) : 0;
 }
 
+/* Remove /dev/shm/PID:... regions created before the time `before`; returns how many. */
+static int remove_regions_of(pid_t pid, struct timespec before, const char *why)
+{
+    DIR *d = opendir("/dev/shm");
+    if (d == NULL) {
+        return 0;
+    }
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) {
+            continue;
+        }
+        char path[300];
+        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
+        struct stat st;
+        bool older = stat(path, &st) == 0 &&
+                     (st.st_mtim.tv_sec < before.tv_sec ||
+                      (st.st_mtim.tv_sec == before.tv_sec && st.st_mtim.tv_nsec < before.tv_nsec));
+        if (older && unlink(path) == 0) {
+            SDD_INFO("fabric", "removed %s, left by %s", path, why);
+            removed++;
+        }
+    }
+    closedir(d);
+    return removed;
+}
+
 void ep_shm_remove_stale(void)
 {
     /* Once per process (a forked child is a new one); endpoints are opened from one thread at
@@ -62,28 +93,23 @@ void ep_shm_remove_stale(void)
         return;
     }
     done_for = getpid();
+    /* Older than this process, by more than the clock's granularity: not ours. */
     time_t start = process_start();
-    DIR *d = opendir("/dev/shm");
-    if (start == 0 || d == NULL) {
-        if (d != NULL) {
-            closedir(d);
-        }
-        return;
+    if (start != 0) {
+        remove_regions_of(getpid(), (struct timespec){.tv_sec = start - 1},
+                          "a killed process that had this pid");
     }
-    char prefix[32];
-    int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)getpid());
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, prefix, (size_t)plen) != 0) {
-            continue;
-        }
-        char path[300];
-        snprintf(path, sizeof(path), "/dev/shm/%s", e->d_name);
-        struct stat st;
-        /* Older than this process, by more than the clock's granularity: not ours. */
-        if (stat(path, &st) == 0 && st.st_mtime + 1 < start && unlink(path) == 0) {
-            SDD_INFO("fabric", "removed %s, left by a killed process that had this pid", path);
-        }
+}
+
+int sdd_fabric_release_shm_of(pid_t pid)
+{
+    if (pid <= 0) {
+        return 0;
     }
-    closedir(d);
+    /* The child is reaped, so its pid could in principle be a new process's already (it takes
+     * a wrap of pid_max): only regions made before now are the dead one's. The fine clock, as
+     * tmpfs can give a file made within the current tick a time later than the coarse one. */
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return remove_regions_of(pid, now, "a reaped process");
 }

@@ -302,12 +302,14 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
             continue; /* a stopped node never ends by itself: reaped below */
         }
         waitpid(pids[i], &st, 0);
+        sdd_fabric_release_shm_of(pids[i]);
         status[i] = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? -WTERMSIG(st) : -100;
     }
     if (sig == SIGSTOP && kill_node >= 0 && !cont) {
         int st = 0;
         kill(pids[kill_node], SIGKILL);
         waitpid(pids[kill_node], &st, 0);
+        sdd_fabric_release_shm_of(pids[kill_node]);
         status[kill_node] = -SIGSTOP;
     }
     return 0;

@@ -193,6 +193,7 @@ static inline int ft_run_pair(size_t buf_len, uint32_t op_timeout_ms, ft_fn serv
     if (waitpid(pid, &status, 0) != pid) {
         return -1;
     }
+    sdd_fabric_release_shm_of(pid); /* a killed server leaves its shm regions */
     if (WIFSIGNALED(status)) {
         return 128 + WTERMSIG(status);
     }

@@ -1,10 +1,16 @@
 /* A region left in /dev/shm by a killed process that had this PID is removed before the first
  * shm endpoint opens (else libfabric's shm fails with EBUSY when the index matches); one
- * created after this process started is left alone. Skips (77) without the shm provider. */
+ * created after this process started is left alone. A killed child's regions are removed by
+ * sdd_fabric_release_shm_of() after the reap.
+ * Skips (77) without the shm provider. */
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <string.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -22,6 +28,54 @@ static int make_file(const char *path, time_t age_s)
     gettimeofday(&now, NULL);
     struct timeval tv[2] = {{.tv_sec = now.tv_sec - age_s}, {.tv_sec = now.tv_sec - age_s}};
     return utimes(path, tv);
+}
+
+/* Regions in /dev/shm named for pid. */
+static int regions_of(pid_t pid)
+{
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, prefix, (size_t)plen) == 0;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    return n;
+}
+
+/* A child opens a shm endpoint and is killed; its regions stay until the parent releases them. */
+static void killed_child_released(void)
+{
+    int ready[2];
+    CHECK_REQUIRE(pipe(ready) == 0);
+    pid_t pid = fork();
+    CHECK_REQUIRE(pid >= 0);
+    if (pid == 0) {
+        struct sdd_ep_opts o;
+        sdd_ep_opts_default(&o);
+        o.provider = "shm";
+        sdd_ep *ep = NULL;
+        char ok = sdd_ep_open(&o, &ep) == SDD_OK;
+        if (write(ready[1], &ok, 1) != 1) {
+            _exit(1);
+        }
+        pause(); /* until killed, the endpoint open */
+        _exit(0);
+    }
+    close(ready[1]);
+    char ok = 0;
+    CHECK_REQUIRE(read(ready[0], &ok, 1) == 1 && ok == 1);
+    close(ready[0]);
+    kill(pid, SIGKILL);
+    CHECK_REQUIRE(waitpid(pid, NULL, 0) == pid);
+    int left = regions_of(pid);
+    CHECK(left >= 1); /* what a killed shm user leaves behind */
+    CHECK(sdd_fabric_release_shm_of(pid) == left);
+    CHECK(regions_of(pid) == 0);
 }
 
 int main(void)
@@ -52,5 +106,6 @@ int main(void)
     CHECK(access(fresh, F_OK) == 0);
     sdd_ep_close(ep);
     unlink(fresh);
+    killed_child_released();
     return check_finish();
 }

@@ -260,6 +260,7 @@ static void test_fast_writer(size_t esz, uint64_t pace_ns, sdd_ksb_mode mode)
     CHECK(read(res, &pushed, sizeof(pushed)) == sizeof(pushed));
     int status = -1;
     waitpid(pid, &status, 0);
+    sdd_fabric_release_shm_of(pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     struct sdd_ksb_stats st;
     sdd_ksb_stats(cl, &st);
@@ -317,6 +318,7 @@ static void test_local(bool in_place, uint64_t pace_ns)
     uint64_t pushed = 0;
     CHECK(read(res, &pushed, sizeof(pushed)) == sizeof(pushed));
     waitpid(pid, NULL, 0);
+    sdd_fabric_release_shm_of(pid);
     struct sdd_ksb_stats st;
     sdd_ksb_stats(cl, &st);
     printf("same host, %s, writer every %" PRIu64 " ns: %" PRIu64 " pushed, %" PRIu64
@@ -393,6 +395,7 @@ static void test_thread(void)
     uint64_t pushed;
     CHECK(read(res, &pushed, sizeof(pushed)) == sizeof(pushed));
     waitpid(pid, NULL, 0);
+    sdd_fabric_release_shm_of(pid);
     sdd_ksb_close(cl);
     close(cmd);
     close(res);
@@ -412,6 +415,7 @@ static void test_server_death(void)
     CHECK_OK(sdd_ksb_wait_next(cl, 1000, NULL));
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    sdd_fabric_release_shm_of(pid);
     uint64_t t0 = sdd_now_ns();
     sdd_err err;
     while ((err = sdd_ksb_wait_next(cl, 10000, NULL)) == SDD_OK) {

@@ -211,6 +211,7 @@ static int wait_kid(struct kid *k)
     if (waitpid(k->pid, &status, 0) != k->pid) {
         return -1;
     }
+    sdd_fabric_release_shm_of(k->pid); /* a killed peer leaves its shm regions */
     return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 

@@ -356,6 +356,7 @@ static void test_server_death(bool graceful, bool map_local)
     }
     int status = 0;
     waitpid(pid, &status, 0);
+    sdd_fabric_release_shm_of(pid);
     uint64_t took = 0;
     sdd_err err = sync_until_error(cl, &took);
     printf("server %s%s: sync fails with %s after %.1f ms\n", graceful ? "closed" : "killed",
@@ -406,6 +407,7 @@ static void test_client_death(void)
     sdd_sleep_ns(20 * SDD_NS_PER_MS);
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    sdd_fabric_release_shm_of(pid);
     uint64_t t0 = sdd_now_ns();
     struct sdd_rmem_server_stats st;
     do {
@@ -556,6 +558,7 @@ static void test_garbage(void)
     sdd_listener_accept(l, "not a region", 12, 3000, &p2);
     int status = -1;
     waitpid(pid, &status, 0);
+    sdd_fabric_release_shm_of(pid);
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     sdd_ep_close(plain);
     sdd_rmem_server_close(srv);

@@ -13,6 +13,12 @@ work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
 passed=0
 failed=0
+all_gone() { # a list of paths, none of which may exist; an empty list fails
+    test -n "$1" || return 1
+    for f in $1; do
+        test ! -e "$f" || return 1
+    done
+}
 check() { # description, then a command that must succeed
     local what=$1
     shift
@@ -86,7 +92,7 @@ check "kill BU: all complete" test "$(field "$work/k.json" complete)" = 60000
 #     the survivor's completions (1 launch in 3 ended with an error) until writes went out in
 #     injected pieces (docs/fabric.md): now every launch must build every event.
 for k in 1 2 3; do # each failure mode hit 1 launch in 3 or more before: three catch most
-    FI_SHM_DISABLE_CMA=1 timeout 90 "$sddaq" evb launch -n 5 -p shm --roles ru,ru,bu,bu,bu \
+    FI_SHM_DISABLE_CMA=1 SDDAQ_LOG=fabric=info,warn timeout 90 "$sddaq" evb launch -n 5 -p shm --roles ru,ru,bu,bu,bu \
         -e 45000 -b 20 -c 3 -r 15000 --kill 3 --kill-after 11000 --verify header --json \
         >"$work/kn.json" 2>"$work/kn.err"
     rc=$?
@@ -97,6 +103,10 @@ for k in 1 2 3; do # each failure mode hit 1 launch in 3 or more before: three c
     check "kill BU, shm without CMA ($k): exit status" test $rc -eq 0
     check "kill BU, shm without CMA ($k): all complete" \
         test "$(field "$work/kn.json" complete)" = 45000
+    # The killed node's 16 MiB shm regions are removed by the launcher, not left in /dev/shm.
+    left=$(sed -n 's|.*removed \(/dev/shm/[^,]*\), left by a reaped process.*|\1|p' "$work/kn.err")
+    check "kill BU, shm without CMA ($k): killed node's regions removed" \
+        all_gone "$left"
 done
 
 # 4. SIGKILL of an RU: its later events leave flagged incomplete, none lost.
