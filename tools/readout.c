@@ -97,12 +97,13 @@ static void print_counters(const struct sdd_ro_counters *c, const sdd_hist *lat,
                ",\"frames_dropped\":%" PRIu64 ",\"frames_lost\":%" PRIu64
                ",\"frames_overrun\":%" PRIu64 ",\"resyncs\":%" PRIu64
                ",\"blocked_ms\":%.3f,\"zero_copy\":%" PRIu64 ",\"coalesced\":%" PRIu64
+               ",\"end_of_burst\":%" PRIu64 ",\"open_bursts\":%" PRIu64
                ",\"latency_us\":{\"count\":%" PRIu64
                ",\"min\":%.3f,\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f}%s}\n",
                c->overrun, c->kernel_drops, c->pattern_errors, c->frames_complete,
                c->frames_partial, c->frames_dropped, c->frames_lost, c->frames_overrun, c->resyncs,
-               c->blocked_ns / 1e6, c->zero_copy, c->coalesced, s.count, s.min / 1e3, s.p50 / 1e3,
-               s.p99 / 1e3, s.p999 / 1e3, s.max / 1e3, extra);
+               c->blocked_ns / 1e6, c->zero_copy, c->coalesced, c->end_of_burst, c->open_bursts,
+               s.count, s.min / 1e3, s.p50 / 1e3, s.p99 / 1e3, s.p999 / 1e3, s.max / 1e3, extra);
         return;
     }
     printf("%-16s %.3f s, %.3f Gb/s\n", "elapsed", secs, gbps);
@@ -123,6 +124,10 @@ static void print_counters(const struct sdd_ro_counters *c, const sdd_hist *lat,
     printf("%-16s %" PRIu64 " (%" PRIu64 " frames; blocked %.3f ms)\n", "overrun", c->overrun,
            c->frames_overrun, c->blocked_ns / 1e6);
     printf("%-16s %" PRIu64 "\n", "pattern errors", c->pattern_errors);
+    if (c->end_of_burst != 0 || c->open_bursts != 0) {
+        printf("%-16s %" PRIu64 " (%" PRIu64 " boards' bursts still open)\n", "end of burst",
+               c->end_of_burst, c->open_bursts);
+    }
     printf("%-16s complete %" PRIu64 ", partial %" PRIu64 ", dropped %" PRIu64 ", lost %" PRIu64
            ", resyncs %" PRIu64 "\n",
            "frames", c->frames_complete, c->frames_partial, c->frames_dropped, c->frames_lost,

@@ -59,6 +59,10 @@ typedef enum {
 #define SDD_RO_NA62_MAX     1472u
 #define SDD_RO_NA62_MAGIC   0x5032364Eu /* bytes "N62P" */
 #define SDD_RO_NA62_VERSION 1u
+#define SDD_RO_NA62_EOB     0x21424F45u /* "EOB!": an end-of-burst packet's body (32 bytes) */
+/* NA62 packet flag: an end-of-burst packet (no events; packet_id = the board's data packets
+ * in that burst). */
+#define SDD_RO_FLAG_NA62_EOB 0x2u
 
 /* Frame id reserved as "no frame"; a packet that carries it is malformed. */
 #define SDD_RO_FRAME_NONE UINT64_MAX
@@ -86,8 +90,9 @@ typedef enum {
 } sdd_ro_reason;
 
 /* One packet's header fields, decoded. payload_len is the payload bytes after the header.
- * NA62: stream_id is the board, frame_id its sequence number, packet_id 0, packets_per_frame
- * 1, send_ns 0 (the boards send no time of their own). */
+ * NA62: stream_id is the board, frame_id its sequence number, packet_id 0 (end of burst: the
+ * board's data packets in the burst), packets_per_frame 1, send_ns 0 (the boards send no time
+ * of their own). */
 struct sdd_ro_packet {
     uint64_t frame_id;
     uint64_t send_ns; /* sender's sdd_now_ns() when the datagram left */
@@ -95,7 +100,7 @@ struct sdd_ro_packet {
     uint32_t packet_id;
     uint32_t packets_per_frame;
     uint32_t payload_len;
-    uint32_t flags; /* stream: SDD_RO_FLAG_*; jungfrau: 0 */
+    uint32_t flags; /* stream: SDD_RO_FLAG_*; na62: SDD_RO_FLAG_NA62_EOB; jungfrau: 0 */
 };
 
 /* What a receiver expects of every packet of its stream. */
@@ -116,7 +121,8 @@ SDD_API const char *sdd_ro_reason_message(sdd_ro_reason r);
  * out:      written only when the result is SDD_RO_OK.
  * Checks, in order: length, magic, version, checksum, reserved bits, length field, geometry,
  * packet id, frame id, stream id; returns the first that fails. NA62 (no checksum): length,
- * magic, version, length field (equal to the datagram, a multiple of 4), event count (not 0). Any
+ * magic, version, length field (equal to the datagram, a multiple of 4), event count (not 0,
+ * unless it is a 32-byte end-of-burst packet: SDD_RO_FLAG_NA62_EOB, packet_id its count). Any
  * bytes are safe: no read past buf + min(len, 48). Pure function; any thread. */
 SDD_API sdd_ro_reason sdd_ro_parse(sdd_ro_format fmt, const void *buf, size_t len,
                                    const struct sdd_ro_geometry *expect, struct sdd_ro_packet *out);
@@ -315,6 +321,9 @@ struct sdd_ro_counters {
     uint64_t blocked_ns;     /* time spent waiting for a slot (block policy) */
     uint64_t zero_copy;      /* packets whose payload landed in place (no copy) */
     uint64_t coalesced;      /* gro: datagrams that came several to one receive */
+    uint64_t end_of_burst;   /* NA62: end-of-burst packets (not packed into slots) */
+    uint64_t open_bursts;    /* NA62: boards whose latest burst has had no end-of-burst packet
+                                yet; packets lost after their last one are not counted */
 };
 
 /* Defaults for a format (see the field comments); geometry as sdd_ro_emu_opts_default, but

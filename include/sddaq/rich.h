@@ -74,6 +74,8 @@ SDD_API int sdd_rich_pmtab_nearest(const sdd_rich_pmtab *t, unsigned spot, float
 #define SDD_RICH_EVT_SIGNATURE 0xCAFEBABEu
 #define SDD_RICH_EVT_HEADER    16
 #define SDD_RICH_PKT_MAX       1472 /* one UDP datagram on a 1500 B MTU */
+#define SDD_RICH_EOB_MAGIC     0x21424F45u /* "EOB!": body of an end-of-burst packet */
+#define SDD_RICH_EOB_BYTES     32          /* header + magic + packet count */
 
 /* A hit is a 16-bit word: channel in bits 0..10 (bit 10 = spot, 0..9 = PM), fine time (1/32 of
  * a 25 ns tick) in bits 11..15. */
@@ -106,6 +108,12 @@ SDD_API sdd_err sdd_rich_pkt_add(sdd_rich_pkt_builder *b, uint32_t timestamp, ui
                                  const uint16_t *hits, size_t n);
 /* Finish the header; returns the packet's length in bytes. */
 SDD_API size_t sdd_rich_pkt_end(sdd_rich_pkt_builder *b);
+/* Write the end-of-burst packet a board sends after its last packet of burst burst_id: no
+ * events, its own sequence number seq (one past the burst's last data packet) and the count
+ * of data packets the board sent in that burst, so a receiver can count the ones it never got
+ * at either end. Returns SDD_RICH_EOB_BYTES, or 0 when cap is smaller. */
+SDD_API size_t sdd_rich_pkt_eob(void *buf, size_t cap, uint8_t board, uint32_t seq,
+                                uint32_t burst_id, uint32_t packets);
 
 /* ---- Event finder and merge --------------------------------------------------------------- */
 

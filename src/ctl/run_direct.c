@@ -46,14 +46,15 @@ size_t run_direct_buffer_bytes(void)
     return (size_t)DIRECT_PACKETS * SDD_RO_NA62_MAX;
 }
 
-/* Datagrams in a cycle of back-to-back NA62 packets (0: not a valid cycle). */
-static uint64_t count_packets(const uint8_t *p, size_t len)
+/* Datagrams the emulator sends per cycle of back-to-back NA62 packets: the packets and each
+ * board's end of burst (0: not a valid cycle). */
+static uint64_t count_datagrams(const uint8_t *p, size_t len)
 {
     struct ro_na62_cycle c;
     if (ro_na62_cycle_init(&c, p, len) != SDD_OK) {
         return 0;
     }
-    uint64_t n = c.npackets;
+    uint64_t n = c.ndgrams;
     ro_na62_cycle_fini(&c);
     return n;
 }
@@ -69,7 +70,7 @@ static sdd_err make_emulator(struct run_direct *d, uint64_t events)
     if (err != SDD_OK) {
         return err;
     }
-    uint64_t per_cycle = count_packets(d->cycle, len);
+    uint64_t per_cycle = count_datagrams(d->cycle, len);
     if (per_cycle == 0) {
         return SDD_EINVAL;
     }
@@ -152,12 +153,21 @@ sdd_err run_direct_setup(struct sdd_run *r)
 }
 
 /* emu-na62: packets sent that the receiver neither read nor found missing by the boards'
- * sequence numbers, which see a gap only once a later packet comes: those lost after each
- * board's last packet read (the run stopped, or the socket overflowed at the end). */
+ * sequence numbers, which see a gap only once a later packet (or end of burst) comes: those
+ * lost after each board's last packet read (the run stopped, or the socket overflowed at the
+ * end). */
 static uint64_t never_seen(const struct run_direct *d, const struct sdd_ro_counters *rc)
 {
     if (d->em.emu == NULL) {
-        return 0; /* a udp source: nobody says what was sent */
+        /* A udp source: the boards' ends of burst told it what they sent, except in a burst
+         * still open at the stop. */
+        if (rc->open_bursts > 0) {
+            SDD_INFO(LOG,
+                     "%s: %" PRIu64 " boards were mid-burst at the stop: packets they lost "
+                     "after their last one received are not counted",
+                     d->s->cfg->name, rc->open_bursts);
+        }
+        return 0;
     }
     struct sdd_ro_emu_stats sent;
     sdd_ro_emu_stats(d->em.emu, &sent);

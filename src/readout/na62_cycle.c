@@ -1,6 +1,7 @@
 /* The NA62 emulator's material: a cycle of packets made by the caller (from the RICH
  * generator, say), indexed once, then replayed with fresh sequence numbers and burst ids so
- * that a receiver sees one endless, consistent stream per board. */
+ * that a receiver sees one endless, consistent stream per board. Each pass is a burst: it ends
+ * with an end-of-burst packet from every board that sent in it. */
 #include "readout/na62_cycle.h"
 
 #include <stdlib.h>
@@ -8,8 +9,9 @@
 
 #include "core/le.h"
 #include "sddaq/readout.h"
+#include "sddaq/rich.h"
 
-enum { NA_LENGTH = 8, NA_SEQ = 12, NA_BURST = 16 };
+enum { NA_BOARD = 5, NA_LENGTH = 8, NA_SEQ = 12, NA_BURST = 16 };
 
 void ro_na62_cycle_fini(struct ro_na62_cycle *c)
 {
@@ -32,8 +34,9 @@ static long count_packets(const uint8_t *p, size_t bytes)
             return -1;
         }
         size_t len = get_le32(p + off + NA_LENGTH);
-        if (len > left || sdd_ro_parse(SDD_RO_FMT_NA62, p + off, len, NULL, &pk) != SDD_RO_OK) {
-            return -1;
+        if (len > left || sdd_ro_parse(SDD_RO_FMT_NA62, p + off, len, NULL, &pk) != SDD_RO_OK ||
+            (pk.flags & SDD_RO_FLAG_NA62_EOB)) {
+            return -1; /* the ends of bursts are the emulator's to add */
         }
         off += len;
     }
@@ -51,11 +54,20 @@ sdd_err ro_na62_cycle_init(struct ro_na62_cycle *c, const void *packets, size_t 
         return SDD_EINVAL;
     }
     c->npackets = (uint32_t)n;
+    c->ndgrams = c->npackets;
+    const uint8_t *in = packets;
+    for (size_t off = 0; off < bytes; off += get_le32(in + off + NA_LENGTH)) {
+        if (c->count[in[off + NA_BOARD]]++ == 0) {
+            c->ndgrams++; /* one end of burst per board that sends */
+        }
+    }
+    memset(c->count, 0, sizeof(c->count));
+    size_t m = c->ndgrams;
     c->bytes = malloc(bytes);
-    c->offset = calloc((size_t)n, sizeof(*c->offset));
-    c->length = calloc((size_t)n, sizeof(*c->length));
-    c->board = calloc((size_t)n, sizeof(*c->board));
-    c->index = calloc((size_t)n, sizeof(*c->index));
+    c->offset = calloc(m, sizeof(*c->offset));
+    c->length = calloc(m, sizeof(*c->length));
+    c->board = calloc(m, sizeof(*c->board));
+    c->index = calloc(m, sizeof(*c->index));
     if (c->bytes == NULL || c->offset == NULL || c->length == NULL || c->board == NULL ||
         c->index == NULL) {
         ro_na62_cycle_fini(c);
@@ -73,17 +85,32 @@ sdd_err ro_na62_cycle_init(struct ro_na62_cycle *c, const void *packets, size_t 
         c->index[i] = c->count[pk.stream_id]++;
         off += len;
     }
-    c->mean_length = (double)bytes / c->npackets;
+    uint32_t k = c->npackets;
+    for (unsigned b = 0; b < 256; b++) {
+        if (c->count[b] > 0) {
+            c->length[k] = SDD_RICH_EOB_BYTES;
+            c->board[k] = (uint8_t)b;
+            c->index[k++] = c->count[b];
+        }
+    }
+    c->mean_length =
+        (double)(bytes + (size_t)(c->ndgrams - c->npackets) * SDD_RICH_EOB_BYTES) / c->ndgrams;
     return SDD_OK;
 }
 
 size_t ro_na62_cycle_build(const struct ro_na62_cycle *c, uint64_t n, uint8_t *out)
 {
-    uint64_t pass = n / c->npackets;
-    uint32_t i = (uint32_t)(n % c->npackets);
+    uint64_t pass = n / c->ndgrams;
+    uint32_t i = (uint32_t)(n % c->ndgrams);
+    uint8_t b = c->board[i];
+    /* Each pass, a board's sequence number moves on by its packets and its end of burst. */
+    uint32_t seq = (uint32_t)(pass * (c->count[b] + 1) + c->index[i]);
+    if (i >= c->npackets) {
+        return sdd_rich_pkt_eob(out, SDD_RO_NA62_MAX, b, seq, (uint32_t)pass, c->count[b]);
+    }
     size_t len = c->length[i];
     memcpy(out, c->bytes + c->offset[i], len);
-    put_le32(out + NA_SEQ, (uint32_t)(pass * c->count[c->board[i]] + c->index[i]));
+    put_le32(out + NA_SEQ, seq);
     put_le32(out + NA_BURST, (uint32_t)pass);
     return len;
 }

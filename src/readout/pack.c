@@ -2,7 +2,10 @@
  * one readout board. As in NaNet's receive buffers, they are packed back to back into the
  * current slot, which goes to the consumer (an event finder) when the next packet might not
  * fit, or when the stream idles. Loss, duplicates and reordering are told from each board's
- * sequence numbers over a window of the 64 latest. Receiver thread only. */
+ * sequence numbers over a window of the 64 latest; a board's end-of-burst packet takes a
+ * sequence number too, so packets lost before it are counted at once, and says how many the
+ * burst had, so those lost before the first one received are counted as well. End-of-burst
+ * packets are not packed. Receiver thread only. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +27,7 @@ void ro_pack_fini(sdd_ro_rx *rx)
 
 static void board_start(struct ro_board *b, uint32_t seq)
 {
-    *b = (struct ro_board){.next = seq + 1, .known = 1, .seen = 1, .started = true};
+    *b = (struct ro_board){.next = seq + 1, .known = 1, .seen = 1, .first = seq, .started = true};
 }
 
 /* Account one valid packet of board b; true when it is new data to keep. */
@@ -73,6 +76,20 @@ static bool board_accept(sdd_ro_rx *rx, struct ro_board *b, uint32_t seq)
     return true;
 }
 
+/* A board's end of burst (sequence number seq, its packets data packets before it). In its
+ * first burst since the receiver started, the ones before the first received are lost. */
+static void end_of_burst(sdd_ro_rx *rx, struct ro_board *b, uint32_t seq, uint32_t packets)
+{
+    rx->c.end_of_burst++;
+    if (!b->eob_seen) {
+        b->eob_seen = true;
+        uint32_t head = b->first - (seq - packets); /* wraps like the sequence numbers */
+        if (head <= packets && head <= rx->o.resync_frames) {
+            rx->c.lost += head;
+        }
+    }
+}
+
 static void deliver(sdd_ro_rx *rx, uint64_t now)
 {
     struct ro_slot *s = rx->pack_slot;
@@ -114,7 +131,18 @@ void ro_pack_place(sdd_ro_rx *rx, const uint8_t *d, size_t len, uint64_t now)
     }
     rx->last_packet_ns = now;
     rx->any = true;
-    if (!board_accept(rx, &rx->boards[p.stream_id], (uint32_t)p.frame_id)) {
+    struct ro_board *b = &rx->boards[p.stream_id];
+    bool was_open = b->started && !b->ended;
+    if (!board_accept(rx, b, (uint32_t)p.frame_id)) {
+        return;
+    }
+    if (b->next == (uint32_t)p.frame_id + 1) { /* its newest: a burst opens or ends */
+        b->ended = (p.flags & SDD_RO_FLAG_NA62_EOB) != 0;
+        rx->c.open_bursts += !b->ended && !was_open;
+        rx->c.open_bursts -= b->ended && was_open;
+    }
+    if (p.flags & SDD_RO_FLAG_NA62_EOB) {
+        end_of_burst(rx, b, (uint32_t)p.frame_id, p.packet_id);
         return;
     }
     if (rx->pack_slot != NULL && len > rx->slot_bytes - rx->pack_fill) {

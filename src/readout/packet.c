@@ -240,14 +240,19 @@ static sdd_ro_reason parse_na62(const uint8_t *h, size_t len, struct sdd_ro_pack
     if (get_le32(h + NA_LENGTH) != len || len % 4 != 0) {
         return SDD_RO_LENGTH;
     }
-    if (get_le16(h + NA_EVENTS) == 0) {
+    /* No events: only an end-of-burst packet, which carries its board's packet count. */
+    bool eob = get_le16(h + NA_EVENTS) == 0;
+    if (eob &&
+        (len != SDD_RO_NA62_HEADER + 8 || get_le32(h + SDD_RO_NA62_HEADER) != SDD_RO_NA62_EOB)) {
         return SDD_RO_GEOMETRY;
     }
     *out = (struct sdd_ro_packet){
         .frame_id = get_le32(h + NA_SEQ),
         .stream_id = h[NA_BOARD],
+        .packet_id = eob ? get_le32(h + SDD_RO_NA62_HEADER + 4) : 0,
         .packets_per_frame = 1,
         .payload_len = (uint32_t)(len - SDD_RO_NA62_HEADER),
+        .flags = eob ? SDD_RO_FLAG_NA62_EOB : 0,
     };
     return SDD_RO_OK;
 }

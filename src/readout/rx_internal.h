@@ -45,7 +45,10 @@ struct ro_entry {
 struct ro_board {
     uint32_t next;
     uint64_t known, seen;
+    uint32_t first; /* sequence number of the first packet since (re)start */
     bool started;
+    bool ended;    /* its newest packet is an end-of-burst one */
+    bool eob_seen; /* an end-of-burst packet came since (re)start */
 };
 
 #define RO_BOARDS 256 /* the board field is one byte */

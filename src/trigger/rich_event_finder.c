@@ -180,6 +180,12 @@ uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab
             continue;
         }
         bool cut = plen > len - pos;
+        if (!cut && plen == SDD_RICH_EOB_BYTES && rich_ld16(h + 6) == 0 &&
+            rich_ld32(h + SDD_RICH_PKT_HEADER) == SDD_RICH_EOB_MAGIC) {
+            st->packets++; /* a board's end of burst: no events (the receiver counts it) */
+            pos += plen;
+            continue;
+        }
         size_t end = cut ? len : pos + plen;
         bool bad = cut;
         st->packets++;

@@ -65,6 +65,20 @@ size_t sdd_rich_pkt_end(sdd_rich_pkt_builder *b)
     return b->len;
 }
 
+size_t sdd_rich_pkt_eob(void *buf, size_t cap, uint8_t board, uint32_t seq, uint32_t burst_id,
+                        uint32_t packets)
+{
+    sdd_rich_pkt_builder b;
+    if (cap < SDD_RICH_EOB_BYTES ||
+        sdd_rich_pkt_begin(&b, buf, cap, board, seq, burst_id) != SDD_OK) {
+        return 0;
+    }
+    rich_st32(b.buf + SDD_RICH_PKT_HEADER, SDD_RICH_EOB_MAGIC);
+    rich_st32(b.buf + SDD_RICH_PKT_HEADER + 4, packets);
+    b.len = SDD_RICH_EOB_BYTES;
+    return sdd_rich_pkt_end(&b);
+}
+
 /* One board's open packet while packing. */
 struct board_out {
     uint8_t pkt[SDD_RICH_PKT_MAX];

@@ -2,8 +2,14 @@
  * damage under its own reason; a cycle of packets from the RICH generator, replayed by the
  * emulator, arrives packed back to back in the slots so that the trigger's event finder finds
  * every event in them; injected loss, corruption, duplicates and reordering give exactly the
- * counts the emulator predicts from the boards' sequence numbers. */
+ * counts the emulator predicts from the boards' sequence numbers. Each pass of the cycle ends
+ * with every board's end-of-burst packet, so packets lost at a burst's end are counted too;
+ * hand-made datagrams check that for lost packets at both ends of a burst. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "rotest.h"
 #include "sddaq/trigger.h"
@@ -13,6 +19,7 @@ _Static_assert(SDD_RO_NA62_MAGIC == SDD_RICH_PKT_MAGIC, "magic");
 _Static_assert(SDD_RO_NA62_VERSION == SDD_RICH_PKT_VERSION, "version");
 _Static_assert(SDD_RO_NA62_HEADER == SDD_RICH_PKT_HEADER, "header size");
 _Static_assert(SDD_RO_NA62_MAX == SDD_RICH_PKT_MAX, "largest packet");
+_Static_assert(SDD_RO_NA62_EOB == SDD_RICH_EOB_MAGIC, "end of burst");
 
 #define CYCLE_EVENTS 3000
 
@@ -20,6 +27,7 @@ struct cycle {
     uint8_t *bytes;
     int64_t len;
     uint32_t packets;
+    uint32_t boards;       /* boards that send in a cycle: as many ends of burst */
     uint64_t board_events; /* events the event finder indexes in one cycle */
 };
 
@@ -47,6 +55,12 @@ static void make_cycle(struct cycle *c)
     sdd_rich_ef_stats st = {0};
     c->board_events = sdd_rich_find_events(c->bytes, (size_t)c->len, NULL, &idx, &st);
     c->packets = (uint32_t)st.packets;
+    c->boards = 0;
+    bool sends[SDD_RICH_MAX_BOARDS] = {false};
+    for (uint32_t i = 0; i < idx.n; i++) {
+        c->boards += !sends[idx.board[i]];
+        sends[idx.board[i]] = true;
+    }
     CHECK(c->board_events >= CYCLE_EVENTS / 2);
     sdd_rich_index_fini(&idx);
     free(evs);
@@ -89,6 +103,78 @@ static void test_parse(const struct cycle *c)
     CHECK_EQ(sdd_ro_emu_create(&o, "127.0.0.1", 9, &e), SDD_EINVAL);
 }
 
+/* A started NA62 receiver on an ephemeral port, with a ring of 32 slots. */
+static sdd_ro_rx *start_receiver(void)
+{
+    struct sdd_ro_rx_opts ro;
+    sdd_ro_rx_opts_default(&ro, SDD_RO_FMT_NA62);
+    ro.slots = 32;
+    sdd_ro_rx *rx = NULL;
+    CHECK_OK(sdd_ro_rx_create(&ro, &rx));
+    CHECK_REQUIRE(rx != NULL);
+    CHECK_OK(sdd_ro_rx_start(rx));
+    return rx;
+}
+
+/* One packet of one one-hit event of board 0 with this sequence number, burst 5. */
+static size_t data_packet(uint8_t *buf, uint32_t seq)
+{
+    sdd_rich_pkt_builder b;
+    CHECK_OK(sdd_rich_pkt_begin(&b, buf, SDD_RICH_PKT_MAX, 0, seq, 5));
+    uint16_t hit = SDD_RICH_HIT(3, 0);
+    CHECK_OK(sdd_rich_pkt_add(&b, 100 + seq, 0, &hit, 1));
+    return sdd_rich_pkt_end(&b);
+}
+
+/* Board 0's burst of packets 0..9 and its end of burst (10), of which only 2..6 and the end
+ * of burst arrive: 2 lost before the first received, 3 after the last, all counted. Board 1
+ * sends packets 0..3 and no end of burst: its burst stays open, nothing counted lost. */
+static void test_end_of_burst(void)
+{
+    uint8_t buf[SDD_RICH_PKT_MAX];
+    struct sdd_ro_packet p;
+    CHECK_EQ(sdd_rich_pkt_eob(buf, sizeof(buf), 0, 10, 5, 10), (size_t)SDD_RICH_EOB_BYTES);
+    CHECK_EQ(sdd_ro_parse(SDD_RO_FMT_NA62, buf, SDD_RICH_EOB_BYTES, NULL, &p), SDD_RO_OK);
+    CHECK_EQ(p.flags, SDD_RO_FLAG_NA62_EOB);
+    CHECK_EQ(p.packet_id, 10);
+    CHECK_EQ(p.frame_id, 10);
+    CHECK_EQ(sdd_rich_pkt_eob(buf, SDD_RICH_EOB_BYTES - 1, 0, 10, 5, 10), 0);
+    buf[SDD_RICH_PKT_HEADER] ^= 1; /* no events and no end-of-burst body: refused */
+    CHECK_EQ(sdd_ro_parse(SDD_RO_FMT_NA62, buf, SDD_RICH_EOB_BYTES, NULL, &p), SDD_RO_GEOMETRY);
+
+    sdd_ro_rx *rx = start_receiver();
+    int fd = socket(AF_INET, SOCK_DGRAM, 0);
+    CHECK_REQUIRE(fd >= 0);
+    struct sockaddr_in to = {.sin_family = AF_INET,
+                             .sin_port = htons(sdd_ro_rx_port(rx)),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    uint64_t sent = 0;
+    for (uint32_t seq = 2; seq <= 6; seq++, sent++) {
+        size_t len = data_packet(buf, seq);
+        CHECK(sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)len);
+    }
+    size_t len = sdd_rich_pkt_eob(buf, sizeof(buf), 0, 10, 5, 10);
+    CHECK(sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)len);
+    sent++;
+    for (uint32_t seq = 0; seq < 4; seq++, sent++) {
+        len = data_packet(buf, seq);
+        buf[5] = 1; /* board 1 */
+        buf[SDD_RICH_PKT_HEADER + 9] = 1;
+        CHECK(sendto(fd, buf, len, 0, (struct sockaddr *)&to, sizeof(to)) == (ssize_t)len);
+    }
+    close(fd);
+    CHECK(wait_datagrams(rx, sent));
+    CHECK_OK(sdd_ro_rx_stop(rx));
+    struct sdd_ro_counters c;
+    sdd_ro_rx_counters(rx, &c);
+    CHECK_EQ(c.received, 9);
+    CHECK_EQ(c.end_of_burst, 1);
+    CHECK_EQ(c.lost, 5);
+    CHECK_EQ(c.open_bursts, 1);
+    CHECK_EQ(c.corrupt, 0);
+    sdd_ro_rx_destroy(rx);
+}
+
 /* Takes every slot, indexes its events with the trigger's event finder, releases it. */
 struct finder {
     sdd_ro_rx *rx;
@@ -125,13 +211,7 @@ static void *finder_main(void *arg)
 
 static void run(const struct cycle *cy, double fault, uint64_t seed)
 {
-    struct sdd_ro_rx_opts ro;
-    sdd_ro_rx_opts_default(&ro, SDD_RO_FMT_NA62);
-    ro.slots = 32;
-    sdd_ro_rx *rx = NULL;
-    CHECK_OK(sdd_ro_rx_create(&ro, &rx));
-    CHECK_REQUIRE(rx != NULL);
-    CHECK_OK(sdd_ro_rx_start(rx));
+    sdd_ro_rx *rx = start_receiver();
     struct finder fin = {.rx = rx};
     CHECK_REQUIRE(pthread_create(&fin.thread, NULL, finder_main, &fin) == 0);
 
@@ -140,7 +220,7 @@ static void run(const struct cycle *cy, double fault, uint64_t seed)
     sdd_ro_emu_opts_default(&job.o, SDD_RO_FMT_NA62);
     job.o.na62_packets = cy->bytes;
     job.o.na62_bytes = (size_t)cy->len;
-    job.o.frames = passes * cy->packets;
+    job.o.frames = passes * (cy->packets + cy->boards); /* datagrams: whole bursts */
     job.o.rate_pps = 40000;
     job.o.seed = seed;
     job.o.loss = job.o.corrupt = job.o.duplicate = job.o.reorder = fault;
@@ -168,7 +248,10 @@ static void run(const struct cycle *cy, double fault, uint64_t seed)
     CHECK_EQ(c.duplicate, st->duplicated);
     CHECK_EQ(c.reordered, st->reordered);
     CHECK_EQ(c.lost, st->lost + st->corrupted - st->unseen);
-    CHECK_EQ(c.received, st->datagrams - st->corrupted - st->duplicated);
+    /* Packets kept, and ends of burst counted but not kept. */
+    CHECK_EQ(c.received + c.end_of_burst, st->datagrams - st->corrupted - st->duplicated);
+    /* A board's burst is still open at the end only when its last end of burst never came. */
+    CHECK_EQ(c.open_bursts == 0, st->unseen == 0);
     CHECK_EQ(c.late, 0);
     CHECK_EQ(c.overrun, 0);
     CHECK_EQ(c.resyncs, 0);
@@ -178,6 +261,7 @@ static void run(const struct cycle *cy, double fault, uint64_t seed)
     CHECK_EQ(fin.buffers, c.frames_complete);
     if (fault == 0) {
         CHECK_EQ(c.lost, 0);
+        CHECK_EQ(c.end_of_burst, passes * cy->boards);
         CHECK_EQ(fin.events, passes * cy->board_events);
     } else {
         CHECK(st->lost > 0 && st->corrupted > 0 && st->duplicated > 0 && st->reordered > 0);
@@ -193,6 +277,7 @@ int main(void)
     printf("cycle: %u packets, %lld bytes, %llu board events\n", cy.packets, (long long)cy.len,
            (unsigned long long)cy.board_events);
     test_parse(&cy);
+    test_end_of_burst();
     run(&cy, 0, 1);
     run(&cy, 0.02, 7);
     run(&cy, 0.02, 8);

@@ -116,6 +116,24 @@ static void good_buffer(sdd_rich_index *idx)
     sdd_rich_batch_fini(&batch);
 }
 
+/* A board's end-of-burst packet between two data packets: a good packet without events, not
+ * a damaged one; an end of burst cut short by the buffer's end is truncated. */
+static void end_of_burst(sdd_rich_index *idx)
+{
+    uint8_t buf[3 * SDD_RICH_PKT_MAX];
+    size_t len = make_packet(buf, 0, 10, 100);
+    len += sdd_rich_pkt_eob(buf + len, SDD_RICH_EOB_BYTES, 0, 8, 0, 2);
+    len += make_packet(buf + len, 1, 10, 100);
+    sdd_rich_ef_stats st;
+    CHECK_EQ(run_finder(buf, len, idx, &st), 20);
+    CHECK_EQ(st.packets, 3);
+    CHECK_EQ(dropped(&st), 0);
+    CHECK_EQ(st.skipped_bytes, 0);
+    size_t cut = make_packet(buf, 0, 10, 100) + SDD_RICH_EOB_BYTES - 4;
+    CHECK_EQ(run_finder(buf, cut, idx, &st), 10);
+    CHECK_EQ(st.truncated, 1);
+}
+
 /* The 64-hit cap holds after fusing two full boards. */
 static void merge_cap(sdd_rich_index *idx)
 {
@@ -394,6 +412,7 @@ int main(void)
     sdd_rich_index idx;
     CHECK_OK(sdd_rich_index_init(&idx, 4096));
     good_buffer(&idx);
+    end_of_burst(&idx);
     merge_cap(&idx);
     corruption(&idx);
     channel_positions(&idx);
