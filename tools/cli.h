@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SDDAQ_VERSION_STRING "0.1.0"
 
@@ -59,5 +60,8 @@ void cli_report_bad(const char *cmd, int c, const char *arg, bool bad);
 
 /* Split "host:port" (also "[v6]:port"); -1 on malformed input. */
 int cli_parse_hostport(const char *s, char *host, size_t host_len, uint16_t *port);
+
+/* In a child just forked by launcher: be killed when the launcher dies (cli_child.c). */
+void cli_child_dies_with(pid_t launcher);
 
 #endif

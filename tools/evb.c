@@ -554,6 +554,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         return 1;
     }
     pid_t pids[SDD_EVB_MAX_NODES];
+    pid_t launcher = getpid();
     int pw[SDD_EVB_MAX_NODES][2], lr[SDD_EVB_MAX_NODES][2];
     for (uint32_t i = 0; i < nn; i++) {
         if (pipe(pw[i]) != 0 || pipe(lr[i]) != 0) {
@@ -562,6 +563,7 @@ static int launch(const struct evb_cli *c, struct launch_result *res)
         fflush(NULL);
         pids[i] = fork();
         if (pids[i] == 0) {
+            cli_child_dies_with(launcher);
             o.node = i;
             if (c->pin && sdd_cpu_pin_self((int)(i % (uint32_t)sdd_cpu_count())) != SDD_OK) {
                 _exit(2);

@@ -221,8 +221,10 @@ static pid_t spawn_server(const struct perf_opts *o, uint16_t *port)
         return -1;
     }
     fflush(NULL);
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        cli_child_dies_with(launcher);
         close(fds[0]);
         struct perf_opts so = *o;
         so.host = "127.0.0.1";

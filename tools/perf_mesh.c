@@ -444,9 +444,11 @@ int perf_mesh_main(int argc, char **argv)
     pid_t pids[MESH_MAX_NODES];
     uint32_t started = 0;
     fflush(NULL);
+    pid_t launcher = getpid();
     for (; started < o.nodes; started++) {
         pids[started] = fork();
         if (pids[started] == 0) {
+            cli_child_dies_with(launcher);
             _exit(node_main(&o, sh, started));
         }
         if (pids[started] < 0) {

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "rmem.h"
 #include "sddaq/clock.h"
 #include "sddaq/cpu.h"
@@ -26,8 +27,10 @@ static pid_t spawn_server(const struct rmem_tool_opts *o, const char *provider, 
     if (pipe(pp) != 0 || pipe(kp) != 0) {
         return -1;
     }
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        cli_child_dies_with(launcher);
         close(pp[0]);
         close(kp[1]);
         sdd_cpu_pin_self(0);
