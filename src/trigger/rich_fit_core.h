@@ -388,6 +388,11 @@ RICH_DEV_INLINE int rich_find_event(sdd_rich_finder *f, const uint16_t *hits, si
         struct rich_cand cand[8];
         unsigned nc = find_spot(f, s, cand, f->opts.max_rings);
         for (unsigned k = 0; k < nc && written < max_out; k++) {
+            /* The hits in a register first: or-ing them into the ring waited on its stores. */
+            uint64_t owned = 0;
+            for (uint64_t m = cand[k].hits; m != 0; m &= m - 1) {
+                owned |= 1ull << s->src[rich_ctz64(m)];
+            }
             sdd_rich_ring *r = &out[written++];
             /* Every byte, the tail padding too: a GPU's result block holds the last batch's
              * bytes there, and rings are compared whole. */
@@ -396,11 +401,9 @@ RICH_DEV_INLINE int rich_find_event(sdd_rich_finder *f, const uint16_t *hits, si
             r->cy = cand[k].c.cy;
             r->r = cand[k].c.r;
             r->quality = cand[k].rms;
+            r->hits = owned;
             r->spot = (uint8_t)sp;
             r->nhits = (uint8_t)cand[k].nhits;
-            for (uint64_t m = cand[k].hits; m != 0; m &= m - 1) {
-                r->hits |= 1ull << s->src[rich_ctz64(m)];
-            }
         }
     }
     return (int)written;

@@ -155,7 +155,11 @@ RICH_DEV_INLINE unsigned hist_search(sdd_rich_finder *f, const struct rich_spot 
     uint64_t alive = *held;
     unsigned found = 0, failed = 0;
     int vetoed[RICH_MAX_VETO][2];
-    while (found < max) {
+    /* A peak counts each held hit once at most, and a ring takes only held hits: with fewer
+     * held than the threshold or than min_hits, no peak gives a ring. Stopping there leaves
+     * the same rings as searching on would, without its peak scans and refinements. */
+    unsigned need = f->opts.threshold > f->opts.min_hits ? f->opts.threshold : f->opts.min_hits;
+    while (found < max && rich_popcount64(alive) >= need) {
         int b, c;
         unsigned pk = peak_at(f, &b, &c);
         if (pk < f->opts.threshold) {
