@@ -88,6 +88,13 @@ SDD_API sdd_err sdd_ep_open(const struct sdd_ep_opts *opts, sdd_ep **out);
  * (their handles become invalid), then frees everything. NULL is ignored. */
 SDD_API void sdd_ep_close(sdd_ep *ep);
 
+/* Give up on an endpoint that cannot be closed, because a thread is stuck inside the provider
+ * with it (a peer killed while holding one of shm's locks): it stays open and allocated for
+ * good, but what would outlive the process goes now, i.e. shm's 16 MiB region in /dev/shm
+ * (mappings already made stay valid; no new peer can reach it). Do not use it for new
+ * connections afterwards. NULL is ignored. */
+SDD_API void sdd_ep_abandon(sdd_ep *ep);
+
 SDD_API const struct sdd_ep_info *sdd_ep_info(const sdd_ep *ep);
 
 /* Remove the shared-memory regions (/dev/shm/PID:...) that the shm provider made for process

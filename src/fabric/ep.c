@@ -313,6 +313,9 @@ static sdd_err open_objects(sdd_ep *ep)
                   fi_lib_strerror(-rc), rc);
         return ep_err_from_fi(rc);
     }
+    if (ep_core_name_is(fi->fabric_attr->prov_name, "shm")) {
+        ep_shm_note_region(ep);
+    }
     return SDD_OK;
 }
 

@@ -133,6 +133,7 @@ struct sdd_ep {
     uint32_t polls_to_clock; /* countdown to the next clock read in sdd_ep_poll */
     struct sdd_ep_stats stats;
     char prov_name[64];
+    char shm_region[96]; /* shm: the endpoint's region, /dev/shm/NAME; empty otherwise */
 };
 
 /* Operation slots (ops.c). */
@@ -189,6 +190,8 @@ sdd_err ep_err_from_fi(int fi_rc);
 
 /* Remove shm regions left in /dev/shm by a killed process that had this PID (shm_stale.c). */
 void ep_shm_remove_stale(void);
+/* shm: note the endpoint's region file after fi_enable, for sdd_ep_abandon(). */
+void ep_shm_note_region(sdd_ep *ep);
 /* The first component of a layered provider name is want: "tcp;ofi_rxm" is "tcp". */
 bool ep_core_name_is(const char *prov_name, const char *want);
 

@@ -4,7 +4,8 @@
  * the name taken and fi_enable() fails with EBUSY. Before its first shm endpoint, a process
  * removes the regions named with its own PID that are older than itself: they belonged to a
  * dead process that had this PID, never to a live one. A launcher that reaps a killed child
- * removes the child's at once (sdd_fabric_release_shm_of). */
+ * removes the child's at once (sdd_fabric_release_shm_of). An endpoint given up while a thread
+ * is stuck in the provider cannot be closed, so its region goes by name (sdd_ep_abandon). */
 #include <dirent.h>
 #include <stdbool.h>
 #include <sys/types.h>
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <rdma/fi_cm.h>
 
 #include "fabric/ep_internal.h"
 #include "sddaq/log.h"
@@ -112,4 +115,33 @@ int sdd_fabric_release_shm_of(pid_t pid)
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     return remove_regions_of(pid, now, "a reaped process");
+}
+
+void ep_shm_note_region(sdd_ep *ep)
+{
+    /* shm's address is the region's name, with or without an "fi_shm://" in front. */
+    char name[64] = {0};
+    size_t len = sizeof(name) - 1;
+    if (fi_getname(&ep->fid->fid, name, &len) != 0) {
+        return;
+    }
+    const char *base = strstr(name, "://");
+    base = base != NULL ? base + 3 : name;
+    char path[sizeof(ep->shm_region)];
+    struct stat st;
+    int n = snprintf(path, sizeof(path), "/dev/shm/%s", base);
+    if (n > 0 && (size_t)n < sizeof(path) && strchr(base, '/') == NULL && stat(path, &st) == 0) {
+        memcpy(ep->shm_region, path, (size_t)n + 1);
+    }
+}
+
+void sdd_ep_abandon(sdd_ep *ep)
+{
+    if (ep == NULL || ep->shm_region[0] == '\0') {
+        return;
+    }
+    if (unlink(ep->shm_region) == 0) {
+        SDD_INFO("fabric", "removed %s of an endpoint given up (it stays open)", ep->shm_region);
+    }
+    ep->shm_region[0] = '\0';
 }

@@ -296,6 +296,7 @@ void sdd_rmem_server_close(sdd_rmem_server *srv)
         free_server(srv);
         return;
     }
+    sdd_ep_abandon(srv->ep); /* its shm region would outlive the process */
     unsigned i = atomic_fetch_add(&nabandoned, 1);
     if (i < sizeof(abandoned) / sizeof(abandoned[0])) {
         abandoned[i] = srv;

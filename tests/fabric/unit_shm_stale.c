@@ -1,9 +1,9 @@
 /* A region left in /dev/shm by a killed process that had this PID is removed before the first
  * shm endpoint opens (else libfabric's shm fails with EBUSY when the index matches); one
  * created after this process started is left alone. A killed child's regions are removed by
- * sdd_fabric_release_shm_of() after the reap.
+ * sdd_fabric_release_shm_of() after the reap. An endpoint given up (sdd_ep_abandon) loses its
+ * region's name at once, and a second open shm endpoint keeps its own.
  * Skips (77) without the shm provider. */
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -16,6 +16,7 @@
 
 #include "check.h"
 #include "sddaq/fabric.h"
+#include "shm_regions.h"
 
 static int make_file(const char *path, time_t age_s)
 {
@@ -28,23 +29,6 @@ static int make_file(const char *path, time_t age_s)
     gettimeofday(&now, NULL);
     struct timeval tv[2] = {{.tv_sec = now.tv_sec - age_s}, {.tv_sec = now.tv_sec - age_s}};
     return utimes(path, tv);
-}
-
-/* Regions in /dev/shm named for pid. */
-static int regions_of(pid_t pid)
-{
-    char prefix[32];
-    int plen = snprintf(prefix, sizeof(prefix), "%d:", (int)pid);
-    int n = 0;
-    DIR *d = opendir("/dev/shm");
-    struct dirent *e;
-    while (d != NULL && (e = readdir(d)) != NULL) {
-        n += strncmp(e->d_name, prefix, (size_t)plen) == 0;
-    }
-    if (d != NULL) {
-        closedir(d);
-    }
-    return n;
 }
 
 /* A child opens a shm endpoint and is killed; its regions stay until the parent releases them. */
@@ -72,10 +56,34 @@ static void killed_child_released(void)
     close(ready[0]);
     kill(pid, SIGKILL);
     CHECK_REQUIRE(waitpid(pid, NULL, 0) == pid);
-    int left = regions_of(pid);
+    int left = shm_regions_of(pid);
     CHECK(left >= 1); /* what a killed shm user leaves behind */
     CHECK(sdd_fabric_release_shm_of(pid) == left);
-    CHECK(regions_of(pid) == 0);
+    CHECK(shm_regions_of(pid) == 0);
+}
+
+/* Given up endpoints stay open: reachable from here, so the leak checker sees them in use. */
+static sdd_ep *given_up;
+
+static void abandoned_endpoint_leaves_no_region(void)
+{
+    struct sdd_ep_opts o;
+    sdd_ep_opts_default(&o);
+    o.provider = "shm";
+    sdd_ep *kept = NULL;
+    CHECK_REQUIRE(sdd_ep_open(&o, &given_up) == SDD_OK);
+    int one = shm_regions_of(getpid());
+    CHECK(one >= 1);
+    CHECK_REQUIRE(sdd_ep_open(&o, &kept) == SDD_OK);
+    int two = shm_regions_of(getpid());
+    CHECK(two > one);
+    sdd_ep_abandon(given_up);
+    CHECK(shm_regions_of(getpid()) == two - one); /* its own gone, the other endpoint's kept */
+    sdd_ep_abandon(given_up);                     /* again: nothing more goes */
+    CHECK(shm_regions_of(getpid()) == two - one);
+    sdd_ep_close(kept);
+    CHECK(shm_regions_of(getpid()) == 0); /* what a process that exits now leaves behind */
+    sdd_ep_abandon(NULL);
 }
 
 int main(void)
@@ -107,5 +115,6 @@ int main(void)
     sdd_ep_close(ep);
     unlink(fresh);
     killed_child_released();
+    abandoned_endpoint_leaves_no_region();
     return check_finish();
 }

@@ -9,6 +9,7 @@
 #include "rmtest.h"
 #include "rmem/wire.h"
 #include "sddaq/rmem.h"
+#include "shm_regions.h"
 
 #define SEED 0x5eed
 
@@ -423,6 +424,7 @@ static void test_client_death(void)
         sdd_rmem_server_close(srv); /* abandons the stuck thread, does not hang */
         CHECK(sdd_now_ns() - c0 < 5 * SDD_NS_PER_S);
         sdd_rmem_client_close(survivor);
+        CHECK(shm_regions_of(getpid()) == 0); /* the abandoned endpoint's region too */
     } else {
         printf("client killed: server notices after %.1f ms\n", (sdd_now_ns() - t0) / 1e6);
         CHECK_EQ(st.clients_lost, 1);
