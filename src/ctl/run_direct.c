@@ -32,6 +32,8 @@ struct run_direct {
     pthread_t th;
     bool th_started;
     char where[SDD_CFG_HOST_MAX + 8];
+    struct run_ro_metrics *xm;   /* the receiver's own counters */
+    struct sdd_ro_counters told; /* source thread: what went into the stage's counters */
 };
 
 bool run_direct_source(const struct sdd_cfg_stage *s)
@@ -117,6 +119,9 @@ static sdd_err direct_create(struct sdd_run *r, struct run_stage *s, struct run_
         uint64_t events = r->o.events > 0 ? r->o.events : r->cfg->run.events;
         err = make_emulator(d, events);
     }
+    if (err == SDD_OK) {
+        err = run_ro_metrics_register(r->metrics, s, d->rx, &d->xm);
+    }
     if (err != SDD_OK) {
         SDD_ERROR(LOG, "%s: cannot set up the readout (%s): %s", s->cfg->name,
                   d->where[0] ? d->where : host, sdd_strerror(err));
@@ -180,6 +185,21 @@ static uint64_t never_seen(const struct run_direct *d, const struct sdd_ro_count
     return sent.datagrams - seen;
 }
 
+/* Move what the receiver counted since the last call into the stage's counters, so /metrics
+ * shows loss while the run goes on; at the end, also the packets that never came. */
+static void tell_counters(struct run_direct *d, bool end)
+{
+    struct sdd_ro_counters rc;
+    sdd_ro_rx_counters(d->rx, &rc);
+    const struct sdd_ro_counters *was = &d->told;
+    struct run_stage *s = d->s;
+    sdd_metric_add(s->m.bytes_in, rc.bytes - was->bytes);
+    sdd_metric_add(s->m.errors, rc.corrupt - was->corrupt);
+    sdd_metric_add(s->m.dropped, rc.lost - was->lost + rc.overrun - was->overrun +
+                                     (end ? never_seen(d, &rc) : 0));
+    d->told = rc;
+}
+
 /* The source's thread: every filled receive buffer becomes an item for the linked stages. */
 static void *direct_main(void *arg)
 {
@@ -198,6 +218,7 @@ static void *direct_main(void *arg)
                 break;
             }
             run_counts_flush(); /* idle: a good moment to publish */
+            tell_counters(d, false);
             continue;
         }
         if (err != SDD_OK) {
@@ -221,14 +242,11 @@ static void *direct_main(void *arg)
         run_item_release(r, it);
         if ((seq & 63) == 0) {
             run_counts_flush();
+            tell_counters(d, false);
         }
     }
     run_counts_detach();
-    struct sdd_ro_counters rc;
-    sdd_ro_rx_counters(d->rx, &rc);
-    sdd_metric_add(s->m.bytes_in, rc.bytes);
-    sdd_metric_add(s->m.errors, rc.corrupt);
-    sdd_metric_add(s->m.dropped, rc.lost + rc.overrun + never_seen(d, &rc));
+    tell_counters(d, true);
     atomic_store(&s->live, 0);
     run_stage_finished(s);
     run_wake(r);
@@ -300,6 +318,7 @@ void run_direct_free(struct run_direct *d)
         pthread_join(d->th, NULL);
     }
     sdd_ro_emu_destroy(d->em.emu);
+    run_ro_metrics_remove(d->xm); /* they read the receiver */
     sdd_ro_rx_destroy(d->rx);
     free(d->cycle);
     free(d);

@@ -468,6 +468,11 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
             if (err != SDD_OK) {
                 return err;
             }
+            err = run_ro_metrics_register(r->metrics, e->source, run_readout_rx(e->readout),
+                                          &e->ro_xm);
+            if (err != SDD_OK && err != SDD_EBUSY) { /* EBUSY: another RU's, of this source */
+                return err;
+            }
             snprintf(e->source->detail, sizeof(e->source->detail), "%s %s",
                      sdd_source_kind_name(e->source->cfg->source.kind),
                      run_readout_where(e->readout));
@@ -737,6 +742,8 @@ void run_evb_destroy(struct sdd_run *r)
     for (uint32_t i = 0; i < r->nevb; i++) {
         struct run_evb_node *e = &r->evb[i];
         sdd_evb_node_destroy(e->n);
+        run_ro_metrics_remove(e->ro_xm); /* they read the receiver */
+        e->ro_xm = NULL;
         run_readout_destroy(e->readout); /* after the node: its feed holds receiver frames */
         e->readout = NULL;
         e->n = NULL;

@@ -180,6 +180,7 @@ struct run_evb_node {
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
     struct run_evb_metrics xm;
+    struct run_ro_metrics *ro_xm; /* the readout source's own counters (NULL without one) */
     struct run_commit commit; /* the BU's commit mark, for the stages behind it */
     struct run_stash stash;   /* buffers for the BU's next delivery (node thread only) */
     uint32_t bufs_per_event;  /* pool buffers one of its events can take (run_bufs_per_event) */
@@ -304,6 +305,13 @@ int run_evb_gave_up(const struct sdd_run *r, size_t node);
 sdd_err run_evb_metrics_register(struct sdd_run *r, struct run_evb_node *e);
 void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *now,
                             const struct sdd_evb_stats *was);
+
+/* run_readout_metrics.c: a readout receiver's own counters (lost, refused by reason, ...) as
+ * series of stage st that read rx at every scrape; remove them before rx goes. */
+struct run_ro_metrics;
+sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, const sdd_ro_rx *rx,
+                                struct run_ro_metrics **out);
+void run_ro_metrics_remove(struct run_ro_metrics *x); /* NULL is fine */
 
 /* run_stages.c: setup, start (sinks first), close */
 sdd_err run_stages_setup(struct sdd_run *r);

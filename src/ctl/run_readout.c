@@ -223,6 +223,11 @@ const char *run_readout_where(const struct run_readout *rd)
     return rd->where;
 }
 
+const sdd_ro_rx *run_readout_rx(const struct run_readout *rd)
+{
+    return rd->rx;
+}
+
 void run_readout_destroy(struct run_readout *rd)
 {
     if (rd == NULL) {

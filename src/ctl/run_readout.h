@@ -74,6 +74,9 @@ void run_readout_close(struct run_readout *rd);
 /* "host:port" the receiver listens on. */
 const char *run_readout_where(const struct run_readout *rd);
 
+/* The receiver, for its counters (run_readout_metrics.c). */
+const sdd_ro_rx *run_readout_rx(const struct run_readout *rd);
+
 /* Stop everything and free; NULL is fine. */
 void run_readout_destroy(struct run_readout *rd);
 

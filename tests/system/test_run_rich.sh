@@ -8,7 +8,7 @@
 # buffers started ahead of their decision. The
 # shipped example (a udp source fed by `sddaq emu na62`) stops once the
 # trigger found the requested events, also with lost, corrupted and duplicated packets (counted
-# at the source); a timed run ends; topologies that mix NA62 packets with
+# at the source, and in /metrics while the run goes on); a timed run ends; topologies that mix NA62 packets with
 # the event builder or the Hough trigger are refused naming the stage.
 # Usage: bash test_run_rich.sh PATH/TO/sddaq
 set -u -o pipefail
@@ -161,6 +161,48 @@ kill %1 2>/dev/null
     fail "damaged: $json"
 [ "$(stage "$json" tel62 errors)" -gt 0 ] || fail "damaged: no corrupt packet counted: $json"
 [ "$(stage "$json" tel62 dropped)" -gt 0 ] || fail "damaged: no lost packet counted: $json"
+cd "$dir" || exit 1
+
+# 3c. Live: while a damaged stream comes in, /metrics shows its loss at the source as it
+#     happens (the stage's dropped and errors, and the receiver's own counters: packets lost,
+#     refused by reason, ends of burst), not only once the run has ended.
+cd ex || exit 1
+sed -e 's/control_port: 7030/control_port: 0/' "$root/examples/topologies/readout-rich.yaml" \
+    >live.yaml
+"$sddaq" emu na62 127.0.0.1:5400 -n 0 -D 60 -r 5000 --events 200 --loss 0.05 --corrupt 0.05 \
+    >emu3.out 2>&1 &
+"$sddaq" run live.yaml -d 60 -n 100000000 -q --json >live.json 2>live.err &
+live=$!
+for _ in $(seq 100); do grep -q "control http" live.err && break; sleep 0.1; done
+hp=$(grep -o 'control http://[0-9.]*:[0-9]*' live.err | sed 's|control http://||')
+[ -n "$hp" ] || fail "live: no control address announced: $(cat live.err)"
+seen=
+for _ in $(seq 100); do
+    sleep 0.2
+    m=$("$sddaq" ctl -H "$hp" metrics) || continue
+    # lost, dropped, refused (summed over reasons), ends of burst
+    read -r lost drop bad eob < <(awk -F'[ ]' '
+        /^sddaq_source_packets_lost_total\{stage="tel62"/ { l = $2 }
+        /^sddaq_source_dropped_total\{stage="tel62"/ { d = $2 }
+        /^sddaq_source_packets_corrupt_total\{stage="tel62"/ { c += $2 }
+        /^sddaq_source_end_of_burst_total\{stage="tel62"/ { e = $2 }
+        END { print l + 0, d + 0, c + 0, e + 0 }' <<<"$m")
+    if [ "$lost" -gt 0 ] && [ "$drop" -gt 0 ] && [ "$bad" -gt 0 ] && [ "$eob" -gt 0 ]; then
+        seen=1
+        break
+    fi
+done
+[ -n "$seen" ] || fail "live: loss not in /metrics mid-run (lost $lost, dropped $drop," \
+    "refused $bad, ends of burst $eob)"
+grep -qE '^sddaq_source_open_bursts\{stage="tel62",node="daq1"\} [0-9]' <<<"$m" ||
+    fail "live: no open bursts gauge"
+grep -qE '^sddaq_source_packets_corrupt_total\{stage="tel62",node="daq1",reason="CHECKSUM"\} [0-9]' \
+    <<<"$m" || fail "live: no per-reason series"
+"$sddaq" ctl -H "$hp" stop >/dev/null || fail "live: stop"
+wait $live || fail "live: run failed: $(cat live.err)"
+kill %1 2>/dev/null
+json=$(cat live.json)
+[ "$(stage "$json" tel62 dropped)" -ge "$drop" ] || fail "live: fewer dropped at the end: $json"
 cd "$dir" || exit 1
 
 # 4. A timed run of an endless emulator ends on time, everything found decided. At a rate the
