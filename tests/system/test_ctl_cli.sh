@@ -91,13 +91,13 @@ command -v python3 >/dev/null &&
 import json, re, sys
 root = sys.argv[1]
 doc = open(root + "/docs/metrics.md").read()
-defined = set(re.findall(r"`sddaq_<type>_(\w+)`", doc)) | set(re.findall(r"`(sddaq_run_\w+)", doc))
+defined = set(re.findall(r"`sddaq_<type>_(\w+)`", doc)) | set(re.findall(r"`(sddaq_(?:run|source)_\w+)", doc))
 dash = json.load(open(root + "/docs/grafana-sddaq.json"))
 used = set()
 for p in dash["panels"]:
     for t in p["targets"]:
         used |= set(re.findall(r"sddaq_\.\+_(\w+)", t["expr"]))
-        used |= set(re.findall(r"(sddaq_run_\w+)", t["expr"]))
+        used |= set(re.findall(r"(sddaq_(?:run|source)_\w+)", t["expr"]))
 missing = sorted(u for u in used if u not in defined and not any(u == d + s for d in defined for s in ("_sum", "_count")))
 if missing or len(used) < 8:
     print("undefined in docs/metrics.md:", missing, "used:", sorted(used))
