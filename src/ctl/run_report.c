@@ -356,4 +356,21 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
             s->generated, s->built, s->found ? "found" : "built once", s->kept + s->rejected,
             s->kept, s->written, s->dropped,
             s->accounted ? "every event accounted for" : "MISMATCH");
+    if (s->found) {
+        /* The events of packets that never reached the event finder are in no count above. */
+        uint64_t lost = 0, refused = 0;
+        for (size_t i = 0; i < s->nstages; i++) {
+            if (s->stages[i].type == SDD_STAGE_SOURCE) {
+                lost += s->stages[i].dropped;
+                refused += s->stages[i].errors;
+            }
+        }
+        if (lost > 0) {
+            fprintf(f,
+                    "  readout: %" PRIu64 " packets lost at the sources (%" PRIu64
+                    " datagrams refused as corrupt): their events never reached the event "
+                    "finder\n",
+                    lost, refused);
+        }
+    }
 }
