@@ -59,7 +59,8 @@ typedef enum {
 #define SDD_RO_NA62_MAX     1472u
 #define SDD_RO_NA62_MAGIC   0x5032364Eu /* bytes "N62P" */
 #define SDD_RO_NA62_VERSION 1u
-#define SDD_RO_NA62_EOB     0x21424F45u /* "EOB!": an end-of-burst packet's body (32 bytes) */
+#define SDD_RO_NA62_EOB       0x21424F45u              /* "EOB!": an end-of-burst packet's body */
+#define SDD_RO_NA62_EOB_BYTES (SDD_RO_NA62_HEADER + 8) /* header, "EOB!", data packets sent */
 /* NA62 packet flag: an end-of-burst packet (no events; packet_id = the board's data packets
  * in that burst). */
 #define SDD_RO_FLAG_NA62_EOB 0x2u

@@ -243,7 +243,7 @@ static sdd_ro_reason parse_na62(const uint8_t *h, size_t len, struct sdd_ro_pack
     /* No events: only an end-of-burst packet, which carries its board's packet count. */
     bool eob = get_le16(h + NA_EVENTS) == 0;
     if (eob &&
-        (len != SDD_RO_NA62_HEADER + 8 || get_le32(h + SDD_RO_NA62_HEADER) != SDD_RO_NA62_EOB)) {
+        (len != SDD_RO_NA62_EOB_BYTES || get_le32(h + SDD_RO_NA62_HEADER) != SDD_RO_NA62_EOB)) {
         return SDD_RO_GEOMETRY;
     }
     *out = (struct sdd_ro_packet){

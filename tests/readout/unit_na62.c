@@ -14,6 +14,9 @@
 #include "rotest.h"
 #include "sddaq/trigger.h"
 
+/* The receiver and the packet builder agree on an end of burst's size. */
+_Static_assert(SDD_RO_NA62_EOB_BYTES == SDD_RICH_EOB_BYTES, "end-of-burst size");
+
 /* The readout and the trigger describe the same packet. */
 _Static_assert(SDD_RO_NA62_MAGIC == SDD_RICH_PKT_MAGIC, "magic");
 _Static_assert(SDD_RO_NA62_VERSION == SDD_RICH_PKT_VERSION, "version");
