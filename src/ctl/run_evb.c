@@ -468,9 +468,12 @@ static sdd_err common_opts(struct sdd_run *r, struct run_stage **rus, uint32_t n
             if (err != SDD_OK) {
                 return err;
             }
-            err = run_ro_metrics_register(r->metrics, e->source, run_readout_rx(e->readout),
-                                          &e->ro_xm);
-            if (err != SDD_OK && err != SDD_EBUSY) { /* EBUSY: another RU's, of this source */
+            /* A source that feeds several RUs has a receiver for each: one set of series. */
+            const sdd_ro_rx *rx = run_readout_rx(e->readout);
+            err = e->source->ro_xm != NULL
+                      ? run_ro_metrics_add(e->source->ro_xm, rx)
+                      : run_ro_metrics_register(r->metrics, e->source, rx, &e->source->ro_xm);
+            if (err != SDD_OK) {
                 return err;
             }
             snprintf(e->source->detail, sizeof(e->source->detail), "%s %s",
@@ -739,11 +742,16 @@ int run_evb_gave_up(const struct sdd_run *r, size_t node)
 
 void run_evb_destroy(struct sdd_run *r)
 {
+    for (uint32_t i = 0; i < r->nevb; i++) { /* they read the receivers */
+        struct run_stage *src = r->evb[i].source;
+        if (src != NULL && r->evb[i].readout != NULL) {
+            run_ro_metrics_remove(src->ro_xm);
+            src->ro_xm = NULL;
+        }
+    }
     for (uint32_t i = 0; i < r->nevb; i++) {
         struct run_evb_node *e = &r->evb[i];
         sdd_evb_node_destroy(e->n);
-        run_ro_metrics_remove(e->ro_xm); /* they read the receiver */
-        e->ro_xm = NULL;
         run_readout_destroy(e->readout); /* after the node: its feed holds receiver frames */
         e->readout = NULL;
         e->n = NULL;

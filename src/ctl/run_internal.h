@@ -103,6 +103,7 @@ struct run_stage {
     size_t idx;
     bool local; /* runs on this node (every stage, in a one-node run) */
     struct sdd_stage_metrics m; /* the stage's counters (the one place they are kept) */
+    struct run_ro_metrics *ro_xm; /* a readout source's receiver counters (run_evb.c) */
     /* input: a ring of struct run_item pointers (process, writer, feedback) */
     sdd_mpmc *in;
     struct sdd_notify in_note;   /* something was queued on in, or input ended (run_next_item) */
@@ -180,7 +181,6 @@ struct run_evb_node {
     _Atomic uint64_t generated_bulks;
     struct sdd_evb_stats last; /* node thread: what went into the counters already */
     struct run_evb_metrics xm;
-    struct run_ro_metrics *ro_xm; /* the readout source's own counters (NULL without one) */
     struct run_commit commit; /* the BU's commit mark, for the stages behind it */
     struct run_stash stash;   /* buffers for the BU's next delivery (node thread only) */
     uint32_t bufs_per_event;  /* pool buffers one of its events can take (run_bufs_per_event) */
@@ -307,10 +307,13 @@ void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *
                             const struct sdd_evb_stats *was);
 
 /* run_readout_metrics.c: a readout receiver's own counters (lost, refused by reason, ...) as
- * series of stage st that read rx at every scrape; remove them before rx goes. */
+ * series of stage st that read rx at every scrape; _add: one more receiver of the same stage
+ * (its counters summed in), before the control port serves; remove them before the receivers
+ * go. */
 struct run_ro_metrics;
 sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, const sdd_ro_rx *rx,
                                 struct run_ro_metrics **out);
+sdd_err run_ro_metrics_add(struct run_ro_metrics *x, const sdd_ro_rx *rx);
 void run_ro_metrics_remove(struct run_ro_metrics *x); /* NULL is fine */
 
 /* run_stages.c: setup, start (sinks first), close */

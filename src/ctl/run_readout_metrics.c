@@ -1,7 +1,8 @@
 /* A detector readout receiver's own counters in /metrics, beside its source stage's standard
  * set: packets lost, refused (by reason), duplicated, late, reordered, overrun or dropped by
  * the socket, frames delivered incomplete, and for NA62 the boards' ends of burst. They are
- * read from the receiver at each scrape, so they are live (docs/metrics.md "Readout"). */
+ * read from the receivers at each scrape, so they are live (docs/metrics.md "Readout"); a
+ * source that feeds several readout units has a receiver for each, and its series sum them. */
 #include <stddef.h>
 #include <stdlib.h>
 
@@ -45,7 +46,7 @@ static const struct family families[] = {
 
 /* One series: which receiver counter it shows. */
 struct series {
-    const sdd_ro_rx *rx;
+    const struct run_ro_metrics *x;
     size_t field;
     sdd_metric *metric;
 };
@@ -54,14 +55,32 @@ struct run_ro_metrics {
     sdd_metrics *m;
     size_t n;
     struct series s[NFAMILIES + SDD_RO_REASON_COUNT];
+    /* The stage's receivers: one, or one per readout unit the source feeds. */
+    const sdd_ro_rx **rx;
+    unsigned nrx;
 };
 
 static double counter_of(void *arg)
 {
     const struct series *s = arg;
-    struct sdd_ro_counters c;
-    sdd_ro_rx_counters(s->rx, &c);
-    return (double)*(const uint64_t *)((const char *)&c + s->field);
+    uint64_t sum = 0;
+    for (unsigned i = 0; i < s->x->nrx; i++) {
+        struct sdd_ro_counters c;
+        sdd_ro_rx_counters(s->x->rx[i], &c);
+        sum += *(const uint64_t *)((const char *)&c + s->field);
+    }
+    return (double)sum;
+}
+
+sdd_err run_ro_metrics_add(struct run_ro_metrics *x, const sdd_ro_rx *rx)
+{
+    const sdd_ro_rx **grown = realloc(x->rx, (x->nrx + 1) * sizeof(*grown));
+    if (grown == NULL) {
+        return SDD_ENOMEM;
+    }
+    grown[x->nrx++] = rx;
+    x->rx = grown;
+    return SDD_OK;
 }
 
 sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, const sdd_ro_rx *rx,
@@ -72,12 +91,12 @@ sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, cons
         return SDD_ENOMEM;
     }
     x->m = m;
+    sdd_err err = run_ro_metrics_add(x, rx);
     struct sdd_label labels[3] = {
         {"stage", st->cfg->name}, {"node", st->cfg->node}, {"reason", ""}};
-    sdd_err err = SDD_OK;
     for (size_t i = 0; i < NFAMILIES && err == SDD_OK; i++) {
         struct series *s = &x->s[x->n];
-        *s = (struct series){rx, families[i].field, NULL};
+        *s = (struct series){x, families[i].field, NULL};
         err = sdd_metrics_callback(m, families[i].type, families[i].name, families[i].help, labels,
                                    2, counter_of, s, &s->metric);
         x->n += err == SDD_OK;
@@ -85,7 +104,7 @@ sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, cons
     /* Every reason but OK, so a dashboard sees the zeros too. */
     for (int r = SDD_RO_OK + 1; r < SDD_RO_REASON_COUNT && err == SDD_OK; r++) {
         struct series *s = &x->s[x->n];
-        *s = (struct series){rx, FIELD(corrupt_by) + (size_t)r * sizeof(uint64_t), NULL};
+        *s = (struct series){x, FIELD(corrupt_by) + (size_t)r * sizeof(uint64_t), NULL};
         labels[2].value = sdd_ro_reason_name((sdd_ro_reason)r);
         err = sdd_metrics_callback(m, SDD_METRIC_COUNTER, "sddaq_source_packets_corrupt_total",
                                    CORRUPT_HELP, labels, 3, counter_of, s, &s->metric);
@@ -107,5 +126,6 @@ void run_ro_metrics_remove(struct run_ro_metrics *x)
     for (size_t i = 0; i < x->n; i++) {
         sdd_metrics_remove(x->m, x->s[i].metric);
     }
+    free(x->rx);
     free(x);
 }

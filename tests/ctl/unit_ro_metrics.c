@@ -1,6 +1,7 @@
 /* A readout receiver's own counters in /metrics (run_readout_metrics.c): real datagrams sent to
  * a real NA62 receiver show up, while it runs, as the stage's series (datagrams read, refused
- * by reason, every reason present with its zero, the open-bursts gauge); registering a stage's
+ * by reason, every reason present with its zero, the open-bursts gauge), summed over a second
+ * receiver of the same stage (a source that feeds two readout units); registering a stage's
  * series twice is refused and leaves the first set alone; removed, none is left. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -36,6 +37,30 @@ static int lines_with(const char *text, const char *prefix)
     return n;
 }
 
+/* Wait until rx has read n datagrams (5 s at most); the count read. */
+static uint64_t wait_read(const sdd_ro_rx *rx, uint64_t n)
+{
+    struct sdd_ro_counters c = {0};
+    uint64_t t0 = sdd_now_ns();
+    while (c.datagrams < n && sdd_now_ns() - t0 < 5 * SDD_NS_PER_S) {
+        sdd_sleep_ns(SDD_NS_PER_MS);
+        sdd_ro_rx_counters(rx, &c);
+    }
+    return c.datagrams;
+}
+
+static sdd_ro_rx *receiver(void)
+{
+    struct sdd_ro_rx_opts o;
+    sdd_ro_rx_opts_default(&o, SDD_RO_FMT_NA62);
+    o.host = "127.0.0.1";
+    o.port = 0;
+    sdd_ro_rx *rx = NULL;
+    CHECK_REQUIRE(sdd_ro_rx_create(&o, &rx) == SDD_OK);
+    CHECK_REQUIRE(sdd_ro_rx_start(rx) == SDD_OK);
+    return rx;
+}
+
 static void send_short(uint16_t port, int count)
 {
     int fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -50,13 +75,7 @@ static void send_short(uint16_t port, int count)
 
 int main(void)
 {
-    struct sdd_ro_rx_opts o;
-    sdd_ro_rx_opts_default(&o, SDD_RO_FMT_NA62);
-    o.host = "127.0.0.1";
-    o.port = 0;
-    sdd_ro_rx *rx = NULL;
-    CHECK_REQUIRE(sdd_ro_rx_create(&o, &rx) == SDD_OK);
-    CHECK_REQUIRE(sdd_ro_rx_start(rx) == SDD_OK);
+    sdd_ro_rx *rx = receiver();
     sdd_metrics *m = NULL;
     CHECK_REQUIRE(sdd_metrics_create(&m) == SDD_OK);
     struct sdd_cfg_stage cfg;
@@ -80,13 +99,7 @@ int main(void)
 
     /* Refused as SHORT, and read from the receiver at the scrape, not at the end. */
     send_short(sdd_ro_rx_port(rx), SHORT_SENT);
-    struct sdd_ro_counters c = {0};
-    uint64_t t0 = sdd_now_ns();
-    while (c.datagrams < SHORT_SENT && sdd_now_ns() - t0 < 5 * SDD_NS_PER_S) {
-        sdd_sleep_ns(SDD_NS_PER_MS);
-        sdd_ro_rx_counters(rx, &c);
-    }
-    CHECK_EQ(c.datagrams, SHORT_SENT);
+    CHECK_EQ(wait_read(rx, SHORT_SENT), SHORT_SENT);
     char *text = render(m);
     CHECK(strstr(text, "sddaq_source_datagrams_total{stage=\"tel62\",node=\"daq1\"} 7\n") != NULL);
     CHECK(strstr(text, "sddaq_source_packets_corrupt_total{stage=\"tel62\",node=\"daq1\","
@@ -97,6 +110,18 @@ int main(void)
     CHECK(strstr(text, "# TYPE sddaq_source_packets_lost_total counter\n") != NULL);
     free(text);
 
+    /* A second receiver of the stage: its datagrams add to the same series. */
+    sdd_ro_rx *rx2 = receiver();
+    CHECK_OK(run_ro_metrics_add(x, rx2));
+    send_short(sdd_ro_rx_port(rx2), 3);
+    CHECK_EQ(wait_read(rx2, 3), 3);
+    char *both = render(m);
+    CHECK(strstr(both, "sddaq_source_datagrams_total{stage=\"tel62\",node=\"daq1\"} 10\n") != NULL);
+    CHECK(strstr(both, "sddaq_source_packets_corrupt_total{stage=\"tel62\",node=\"daq1\","
+                       "reason=\"SHORT\"} 10\n") != NULL);
+    CHECK(lines_with(both, "sddaq_source_") == series);
+    free(both);
+
     run_ro_metrics_remove(x);
     run_ro_metrics_remove(NULL);
     char *gone = render(m);
@@ -105,5 +130,7 @@ int main(void)
     sdd_metrics_destroy(m);
     sdd_ro_rx_stop(rx);
     sdd_ro_rx_destroy(rx);
+    sdd_ro_rx_stop(rx2);
+    sdd_ro_rx_destroy(rx2);
     return check_finish();
 }
