@@ -34,6 +34,7 @@ struct run_direct {
     char where[SDD_CFG_HOST_MAX + 8];
     struct run_ro_metrics *xm;   /* the receiver's own counters */
     struct sdd_ro_counters told; /* source thread: what went into the stage's counters */
+    uint64_t told_dropped;       /* and the most lost + overrun told */
 };
 
 bool run_direct_source(const struct sdd_cfg_stage *s)
@@ -191,12 +192,15 @@ static void tell_counters(struct run_direct *d, bool end)
 {
     struct sdd_ro_counters rc;
     sdd_ro_rx_counters(d->rx, &rc);
-    const struct sdd_ro_counters *was = &d->told;
     struct run_stage *s = d->s;
-    sdd_metric_add(s->m.bytes_in, rc.bytes - was->bytes);
-    sdd_metric_add(s->m.errors, rc.corrupt - was->corrupt);
-    sdd_metric_add(s->m.dropped, rc.lost - was->lost + rc.overrun - was->overrun +
+    sdd_metric_add(s->m.bytes_in, rc.bytes - d->told.bytes);
+    sdd_metric_add(s->m.errors, rc.corrupt - d->told.corrupt);
+    /* lost goes down by one when a packet counted lost comes after all: what was told stays
+     * told (a counter), so only a rise is added. */
+    uint64_t dropped = rc.lost + rc.overrun;
+    sdd_metric_add(s->m.dropped, (dropped > d->told_dropped ? dropped - d->told_dropped : 0) +
                                      (end ? never_seen(d, &rc) : 0));
+    d->told_dropped = dropped > d->told_dropped ? dropped : d->told_dropped;
     d->told = rc;
 }
 
