@@ -69,7 +69,8 @@ SDD_API sdd_err sdd_metrics_summary(sdd_metrics *m, const char *name, const char
 /* A gauge (or counter) whose value a callback computes at render time, for state that already
  * lives elsewhere (a ring's fill level, the run state). fn runs on the rendering thread with
  * the registry's mutex held: it must be thread-safe, quick, and must not call the registry.
- * For a counter the value is truncated to an integer. Same returns as above. */
+ * For a counter the value is truncated to an integer and never renders below what it rendered
+ * before (a counter that falls reads as a restart to Prometheus). Same returns as above. */
 SDD_API sdd_err sdd_metrics_callback(sdd_metrics *m, sdd_metric_type type, const char *name,
                                      const char *help, const struct sdd_label *labels, size_t n,
                                      double (*fn)(void *arg), void *arg, sdd_metric **out);

@@ -363,7 +363,7 @@ void sdd_metric_gauge_add(sdd_metric *g, double d)
 
 uint64_t sdd_metric_counter_value(const sdd_metric *c)
 {
-    return c != NULL && c->fam->type == SDD_METRIC_COUNTER
+    return c != NULL && c->fam->type == SDD_METRIC_COUNTER && c->fn == NULL
                ? atomic_load_explicit(&((sdd_metric *)c)->value, memory_order_relaxed)
                : 0;
 }
@@ -473,7 +473,13 @@ sdd_err sdd_metrics_render(sdd_metrics *m, char **out, size_t *len)
                 double v = s->fn(s->arg);
                 put_series(&b, f->name, "", s->labels, NULL);
                 if (f->type == SDD_METRIC_COUNTER && isfinite(v) && v >= 0 && v < 1.8e19) {
-                    sbuf_put(&b, "%llu\n", (unsigned long long)v);
+                    /* A counter never shows less than it did (a fall reads as a restart); the
+                     * mark lives in value, unused by callbacks, and renders hold the lock. */
+                    uint64_t now = (uint64_t)v;
+                    uint64_t high = atomic_load_explicit(&s->value, memory_order_relaxed);
+                    high = now > high ? now : high;
+                    atomic_store_explicit(&s->value, high, memory_order_relaxed);
+                    sbuf_put(&b, "%llu\n", (unsigned long long)high);
                 } else {
                     put_double(&b, v);
                     sbuf_put(&b, "\n");

@@ -48,8 +48,6 @@ static const struct family families[] = {
 struct series {
     const struct run_ro_metrics *x;
     size_t field;
-    bool counter;
-    uint64_t high; /* a counter: the most it has shown (renders are serialised) */
     sdd_metric *metric;
 };
 
@@ -62,22 +60,18 @@ struct run_ro_metrics {
     unsigned nrx;
 };
 
+/* The receivers' sum. A packet counted lost that comes after all takes one off a receiver's
+ * count; the registry keeps a counter from showing the fall. */
 static double counter_of(void *arg)
 {
-    struct series *s = arg;
+    const struct series *s = arg;
     uint64_t sum = 0;
     for (unsigned i = 0; i < s->x->nrx; i++) {
         struct sdd_ro_counters c;
         sdd_ro_rx_counters(s->x->rx[i], &c);
         sum += *(const uint64_t *)((const char *)&c + s->field);
     }
-    if (!s->counter) {
-        return (double)sum;
-    }
-    /* A packet counted lost that comes after all takes one off the receiver's count; a
-     * Prometheus counter that goes down reads as a restart, so it stays where it was. */
-    s->high = sum > s->high ? sum : s->high;
-    return (double)s->high;
+    return (double)sum;
 }
 
 sdd_err run_ro_metrics_add(struct run_ro_metrics *x, const sdd_ro_rx *rx)
@@ -104,7 +98,7 @@ sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, cons
         {"stage", st->cfg->name}, {"node", st->cfg->node}, {"reason", ""}};
     for (size_t i = 0; i < NFAMILIES && err == SDD_OK; i++) {
         struct series *s = &x->s[x->n];
-        *s = (struct series){x, families[i].field, families[i].type == SDD_METRIC_COUNTER, 0, NULL};
+        *s = (struct series){x, families[i].field, NULL};
         err = sdd_metrics_callback(m, families[i].type, families[i].name, families[i].help, labels,
                                    2, counter_of, s, &s->metric);
         x->n += err == SDD_OK;
@@ -112,7 +106,7 @@ sdd_err run_ro_metrics_register(sdd_metrics *m, const struct run_stage *st, cons
     /* Every reason but OK, so a dashboard sees the zeros too. */
     for (int r = SDD_RO_OK + 1; r < SDD_RO_REASON_COUNT && err == SDD_OK; r++) {
         struct series *s = &x->s[x->n];
-        *s = (struct series){x, FIELD(corrupt_by) + (size_t)r * sizeof(uint64_t), true, 0, NULL};
+        *s = (struct series){x, FIELD(corrupt_by) + (size_t)r * sizeof(uint64_t), NULL};
         labels[2].value = sdd_ro_reason_name((sdd_ro_reason)r);
         err = sdd_metrics_callback(m, SDD_METRIC_COUNTER, "sddaq_source_packets_corrupt_total",
                                    CORRUPT_HELP, labels, 3, counter_of, s, &s->metric);

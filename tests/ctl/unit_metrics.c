@@ -95,6 +95,24 @@ static void test_exact_text(void)
         fprintf(stderr, "got:\n%s\nwant:\n%s\n", text, want);
     }
     free(text);
+    /* A callback counter never renders below what it rendered: 7, then 4 asked, 7 shown. */
+    double cnt = 7.0;
+    sdd_metric *cc = NULL;
+    CHECK_OK(sdd_metrics_callback(m, SDD_METRIC_COUNTER, "cb_total", "Counted.", NULL, 0, cb, &cnt,
+                                  &cc));
+    char *seven = render(m);
+    CHECK(seven != NULL && strstr(seven, "\ncb_total 7\n") != NULL);
+    free(seven);
+    cnt = 4.0;
+    char *still = render(m);
+    CHECK(still != NULL && strstr(still, "\ncb_total 7\n") != NULL);
+    free(still);
+    cnt = 9.0;
+    char *nine = render(m);
+    CHECK(nine != NULL && strstr(nine, "\ncb_total 9\n") != NULL);
+    free(nine);
+    CHECK_EQ(sdd_metric_counter_value(cc), 0); /* callbacks are not called for it */
+    sdd_metrics_remove(m, cc);
     /* Removing the last series of a family removes the family. */
     sdd_metrics_remove(m, u);
     sdd_metrics_remove(m, a);
