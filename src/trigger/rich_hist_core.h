@@ -147,19 +147,25 @@ RICH_DEV void veto_undo(sdd_rich_finder *f, const struct veto_log *log)
 }
 
 /* Rings from the histograms of the hits of *held, highest peak first; with alts, competing
- * peaks are refined too. Each ring's claimed hits leave *held and the histograms. */
+ * peaks are refined too. Each ring's claimed hits leave the search: *unclaimed is left with the
+ * hits no ring took. They leave the histograms only when another peak is looked for (after the
+ * last ring the search mostly ends), so *held is left with the hits the histograms hold. */
 RICH_DEV_INLINE unsigned hist_search(sdd_rich_finder *f, const struct rich_spot *s, uint64_t *held,
-                                     struct rich_cand *out, unsigned max, bool alts,
-                                     peak_fn peak_at, remove_fn remove, seed_fn seed_at)
+                                     uint64_t *unclaimed, struct rich_cand *out, unsigned max,
+                                     bool alts, peak_fn peak_at, remove_fn remove, seed_fn seed_at)
 {
-    uint64_t alive = *held;
+    uint64_t alive = *held, counted = *held;
     unsigned found = 0, failed = 0;
     int vetoed[RICH_MAX_VETO][2];
-    /* A peak counts each held hit once at most, and a ring takes only held hits: with fewer
-     * held than the threshold or than min_hits, no peak gives a ring. Stopping there leaves
+    /* A peak counts each unclaimed hit once at most, and a ring takes only those: with fewer
+     * of them than the threshold or than min_hits, no peak gives a ring. Stopping there leaves
      * the same rings as searching on would, without its peak scans and refinements. */
     unsigned need = f->opts.threshold > f->opts.min_hits ? f->opts.threshold : f->opts.min_hits;
     while (found < max && rich_popcount64(alive) >= need) {
+        if (counted != alive) {
+            remove(f, counted & ~alive);
+            counted = alive;
+        }
         int b, c;
         unsigned pk = peak_at(f, &b, &c);
         if (pk < f->opts.threshold) {
@@ -209,12 +215,12 @@ RICH_DEV_INLINE unsigned hist_search(sdd_rich_finder *f, const struct rich_spot 
         uint64_t taken =
             f->opts.claim > 0.0f ? rich_on_circle_of(f, s, r->hits, &r->c, f->opts.claim) : r->hits;
         alive &= ~taken;
-        remove(f, taken);
     }
     for (unsigned k = 0; k < failed; k++) {
         f->veto[vetoed[k][0]][vetoed[k][1]] = 0;
     }
-    *held = alive;
+    *held = counted;
+    *unclaimed = alive;
     return found;
 }
 
@@ -306,8 +312,9 @@ RICH_DEV_INLINE unsigned hist_spot(sdd_rich_finder *f, const struct rich_spot *s
     uint64_t all = s->n == 64 ? ~0ull : (1ull << s->n) - 1;
     bool multi = f->opts.multi_ring;
     uint64_t held = all; /* the hits the histograms hold */
-    unsigned k = hist_search(f, s, &held, out, max, multi, peak_at, remove, seed_at);
-    if (!multi || k == 0 || (k == 1 && rich_popcount64(held) < f->opts.min_hits)) {
+    uint64_t unclaimed;
+    unsigned k = hist_search(f, s, &held, &unclaimed, out, max, multi, peak_at, remove, seed_at);
+    if (!multi || k == 0 || (k == 1 && rich_popcount64(unclaimed) < f->opts.min_hits)) {
         return disjoint(f, s, all, out, k);
     }
     uint64_t left;
@@ -315,7 +322,8 @@ RICH_DEV_INLINE unsigned hist_spot(sdd_rich_finder *f, const struct rich_spot *s
     if (k < max && rich_popcount64(left) >= f->opts.min_hits) {
         update(f, left & ~held, held & ~left);
         held = left;
-        k += hist_search(f, s, &held, out + k, max - k, false, peak_at, remove, seed_at);
+        k +=
+            hist_search(f, s, &held, &unclaimed, out + k, max - k, false, peak_at, remove, seed_at);
     }
     return disjoint(f, s, all, out, k);
 }
