@@ -143,6 +143,31 @@ RICH_DEV float residuals_portable(const struct rich_spot *s, uint64_t mask,
     return rich_sum_masked(res2, mask);
 }
 
+/* Hits go to the ring they lie closest to (|d - R| < window); ties to the earlier ring. */
+RICH_DEV void assign_portable(const struct rich_spot *s, uint64_t all, const struct rich_cand *r,
+                              unsigned k, float window, uint64_t *own)
+{
+    for (unsigned j = 0; j < k; j++) {
+        own[j] = 0;
+    }
+    for (uint64_t m = all; m != 0; m &= m - 1) {
+        int i = rich_ctz64(m);
+        float best = window;
+        unsigned bj = k;
+        for (unsigned j = 0; j < k; j++) {
+            float dx = s->x[i] - r[j].c.cx, dy = s->y[i] - r[j].c.cy;
+            float res = fabsf(sqrtf(dx * dx + dy * dy) - r[j].c.r);
+            if (res < best) {
+                best = res;
+                bj = j;
+            }
+        }
+        if (bj < k) {
+            own[bj] |= 1ull << i;
+        }
+    }
+}
+
 /* Points whose scatter matrix is this close to singular (relative) are collinear for the
  * fits: no circle is defined, and one would come out with a radius of kilometres. */
 #define COLLINEAR_REL 1e-7
@@ -259,6 +284,16 @@ RICH_DEV float rich_residuals_of(const sdd_rich_finder *f, const struct rich_spo
 #endif
 }
 
+RICH_DEV void rich_assign_of(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t all,
+                             const struct rich_cand *r, unsigned k, uint64_t *own)
+{
+#ifdef __CUDA_ARCH__
+    assign_portable(s, all, r, k, f->opts.window, own);
+#else
+    f->kern->assign(s, all, r, k, f->opts.window, own);
+#endif
+}
+
 RICH_DEV uint64_t rich_on_circle_of(const sdd_rich_finder *f, const struct rich_spot *s,
                                     uint64_t alive, const sdd_rich_circle *c, float window)
 {
@@ -353,32 +388,35 @@ RICH_DEV bool rich_fit_hits(const sdd_rich_finder *f, const struct rich_spot *s,
 typedef unsigned (*rich_spot_fn)(sdd_rich_finder *f, const struct rich_spot *s,
                                  struct rich_cand *out, unsigned max);
 
+#if SDD_RICH_SPOTS != 2
+#error "rich_find_event() splits the hits into two spots"
+#endif
 /* sdd_rich_find() past its argument check (n <= SDD_RICH_MAX_HITS): the hits split by spot,
  * each spot's rings from find_spot, written as rings. */
 RICH_DEV_INLINE int rich_find_event(sdd_rich_finder *f, const uint16_t *hits, size_t n,
                                     sdd_rich_ring *out, size_t max_out, rich_spot_fn find_spot)
 {
     const sdd_rich_pmtab *t = f->tab;
-    /* The counts stay in registers: through s->n, each hit would wait for the previous
-     * one's store. */
-    unsigned n0 = 0, n1 = 0;
+    /* The counts stay in a register, spot 0's in the low half, spot 1's in the high: through
+     * s->n, each hit would wait for the previous one's store. No branch on the spot either
+     * (the hits of both come mixed). */
+    uint32_t counts = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned ch = SDD_RICH_HIT_CHANNEL(hits[i]);
         if (t->board[ch] < 0) {
             continue;
         }
-        unsigned sp = ch / SDD_RICH_SPOT_PMS;
+        unsigned sp = ch / SDD_RICH_SPOT_PMS, shift = 16 * sp;
         struct rich_spot *s = &f->spot[sp];
-        unsigned k = sp != 0 ? n1 : n0;
-        n0 += sp == 0;
-        n1 += sp != 0;
+        unsigned k = (counts >> shift) & 0xFFFFu;
+        counts += 1u << shift;
         s->x[k] = t->x[ch];
         s->y[k] = t->y[ch];
         s->pm[k] = (uint16_t)(ch % SDD_RICH_SPOT_PMS);
         s->src[k] = (uint8_t)i;
     }
-    f->spot[0].n = n0;
-    f->spot[1].n = n1;
+    f->spot[0].n = counts & 0xFFFFu;
+    f->spot[1].n = counts >> 16;
     size_t written = 0;
     for (unsigned sp = 0; sp < SDD_RICH_SPOTS; sp++) {
         const struct rich_spot *s = &f->spot[sp];

@@ -6,25 +6,11 @@
 
 #include "trigger/rich_hist_core.h"
 
-/* Candidate centres, row-major: centre c at (CX[c], CY[c]), 32 mm apart over +-112 mm. */
-static const float CX[RICH_CENTRES] __attribute__((aligned(64))) = {
-#define ROW -112, -80, -48, -16, 16, 48, 80, 112
-    ROW, ROW, ROW, ROW, ROW,
-    ROW, ROW, ROW
-#undef ROW
-};
-static const float CY[RICH_CENTRES] __attribute__((aligned(64))) = {
-#define ROW(v) v, v, v, v, v, v, v, v
-    ROW(-112), ROW(-80), ROW(-48), ROW(-16), ROW(16),
-    ROW(48),   ROW(80),  ROW(112)
-#undef ROW
-};
-
 /* Bins of a PM at (x, y) for every centre; bin RICH_NBINS for 256 mm and beyond. */
 static void pm_bins(float x, float y, uint8_t *restrict bh)
 {
     for (int c = 0; c < RICH_CENTRES; c++) {
-        float dx = x - CX[c], dy = y - CY[c];
+        float dx = x - RICH_CENTRE_X(c), dy = y - RICH_CENTRE_Y(c);
         float d = sqrtf(dx * dx + dy * dy) * (1.0f / RICH_BIN);
         bh[c] = (uint8_t)(d < (float)RICH_NBINS ? (int)d : RICH_NBINS);
     }

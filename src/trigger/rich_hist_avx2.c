@@ -112,10 +112,33 @@ RICH_TARGET_V3 static unsigned peak_avx2(sdd_rich_finder *f, int *bbest, int *cb
     return best;
 }
 
+/* seed_portable() from the hits' coordinates instead of the table: centre c's distances as
+ * rich_hist_table() computes them (the same float operations, no FMA, so the same bits), and
+ * bin b or b + 1 is b <= d / RICH_BIN < b + 2. Eight hits a step, no table row per hit. */
+RICH_TARGET_V3 static uint64_t seed_avx2(const sdd_rich_finder *f, const struct rich_spot *s,
+                                         uint64_t alive, int b, int c)
+{
+    (void)f;
+    const __m256 cx = _mm256_set1_ps(RICH_CENTRE_X(c)), cy = _mm256_set1_ps(RICH_CENTRE_Y(c));
+    const __m256 lo = _mm256_set1_ps((float)b), hi = _mm256_set1_ps((float)(b + 2));
+    const __m256 scale = _mm256_set1_ps(1.0f / RICH_BIN);
+    uint64_t seed = 0;
+    for (unsigned q = 0; q < s->n; q += 8) {
+        __m256 dx = _mm256_sub_ps(_mm256_load_ps(s->x + q), cx);
+        __m256 dy = _mm256_sub_ps(_mm256_load_ps(s->y + q), cy);
+        __m256 d = _mm256_mul_ps(
+            _mm256_sqrt_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy))), scale);
+        __m256 in =
+            _mm256_and_ps(_mm256_cmp_ps(d, lo, _CMP_GE_OQ), _mm256_cmp_ps(d, hi, _CMP_LT_OQ));
+        seed |= (uint64_t)(unsigned)_mm256_movemask_ps(in) << q;
+    }
+    return seed & alive;
+}
+
 RICH_TARGET_V3 unsigned rich_hist_spot_avx2(sdd_rich_finder *f, const struct rich_spot *s,
                                             struct rich_cand *out, unsigned max)
 {
     hist_build_avx2(f, s);
-    return hist_spot(f, s, out, max, peak_avx2, remove_avx2, update_avx2, seed_portable);
+    return hist_spot(f, s, out, max, peak_avx2, remove_avx2, update_avx2, seed_avx2);
 }
 #endif

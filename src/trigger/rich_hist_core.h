@@ -224,31 +224,6 @@ RICH_DEV_INLINE unsigned hist_search(sdd_rich_finder *f, const struct rich_spot 
     return found;
 }
 
-/* Hits go to the ring they lie closest to (|d - R| < window); ties to the earlier ring. */
-RICH_DEV void assign(const sdd_rich_finder *f, const struct rich_spot *s, uint64_t all,
-                     const struct rich_cand *r, unsigned k, uint64_t *own)
-{
-    for (unsigned j = 0; j < k; j++) {
-        own[j] = 0;
-    }
-    for (uint64_t m = all; m != 0; m &= m - 1) {
-        int i = rich_ctz64(m);
-        float best = f->opts.window;
-        unsigned bj = k;
-        for (unsigned j = 0; j < k; j++) {
-            float dx = s->x[i] - r[j].c.cx, dy = s->y[i] - r[j].c.cy;
-            float res = fabsf(sqrtf(dx * dx + dy * dy) - r[j].c.r);
-            if (res < best) {
-                best = res;
-                bj = j;
-            }
-        }
-        if (bj < k) {
-            own[bj] |= 1ull << i;
-        }
-    }
-}
-
 /* Rings found one after another each took every hit within the window, also hits of a ring
  * found later, and a circle through hits of two crossing rings may have been taken first.
  * Give every hit to the ring it lies closest to and refit, a few times (until nothing moves);
@@ -259,7 +234,7 @@ RICH_DEV unsigned reassign(const sdd_rich_finder *f, const struct rich_spot *s, 
 {
     for (int it = 0; it < RICH_EM_STEPS && k > 0; it++) {
         uint64_t own[8];
-        assign(f, s, all, r, k, own);
+        rich_assign_of(f, s, all, r, k, own);
         bool changed = false;
         unsigned w = 0;
         for (unsigned j = 0; j < k; j++) {

@@ -77,6 +77,9 @@ static inline void rich_st32(uint8_t *p, uint32_t v)
 #define RICH_BIN_LO  4     /* rows counted: [64, 224) mm, what rings of 80-200 mm give about */
 #define RICH_BIN_HI  14    /* centres up to 23 mm off (REFERENCE §5.8: R <= 190 mm) */
 #define RICH_R_MIN   40.0f /* fitted radii below this are not rings */
+/* Candidate centre c (row-major) lies at (RICH_CENTRE_X(c), RICH_CENTRE_Y(c)): -112 to 112 mm. */
+#define RICH_CENTRE_X(c) (RICH_CELL * (float)((c) % RICH_GRID) - 112.0f)
+#define RICH_CENTRE_Y(c) (RICH_CELL * (float)((c) / RICH_GRID) - 112.0f)
 
 /* The hits of one spot, as the finders see them. */
 struct rich_spot {
@@ -146,6 +149,10 @@ struct rich_kern {
      * (ab, ac, bc: their distances). */
     uint64_t (*concyclic)(const struct rich_spot *s, uint64_t alive, int a, int b, int c,
                           const float dist[3], float eps);
+    /* Each hit of all to the ring of r[0..k) it lies closest to, |d - R| < window (ties to
+     * the earlier ring): own[j], the hits of ring j. */
+    void (*assign)(const struct rich_spot *s, uint64_t all, const struct rich_cand *r, unsigned k,
+                   float window, uint64_t *own);
 };
 
 extern const struct rich_kern rich_kern_portable;

@@ -30,8 +30,8 @@ static uint64_t concyclic_portable(const struct rich_spot *s, uint64_t alive, in
     return sel & alive;
 }
 
-const struct rich_kern rich_kern_portable = {on_circle_portable, moments_portable,
-                                             residuals_portable, concyclic_portable};
+const struct rich_kern rich_kern_portable = {
+    on_circle_portable, moments_portable, residuals_portable, concyclic_portable, assign_portable};
 
 #ifdef RICH_HAVE_V4
 #include <immintrin.h>
@@ -192,8 +192,8 @@ RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint6
 }
 
 const struct rich_kern rich_kern_avx512 = {on_circle_avx512, moments_avx512, residuals_avx512,
-                                           concyclic_avx512};
+                                           concyclic_avx512, assign_portable};
 #else
-const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable,
-                                           residuals_portable, concyclic_portable};
+const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable, residuals_portable,
+                                           concyclic_portable, assign_portable};
 #endif

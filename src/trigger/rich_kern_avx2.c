@@ -186,6 +186,39 @@ RICH_TARGET_V3 static uint64_t concyclic_avx2(const struct rich_spot *s, uint64_
     return sel & alive;
 }
 
+/* assign_portable(), eight hits a step: each ring's residual in every lane, the lane keeps the
+ * first ring with the smallest (the same strict comparison in the same ring order). */
+RICH_TARGET_V3 static void assign_avx2(const struct rich_spot *s, uint64_t all,
+                                       const struct rich_cand *r, unsigned k, float window,
+                                       uint64_t *own)
+{
+    for (unsigned j = 0; j < k; j++) {
+        own[j] = 0;
+    }
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (unsigned q = 0; q < s->n; q += 8) {
+        unsigned in = (unsigned)(all >> q) & 0xFF;
+        if (in == 0) {
+            continue;
+        }
+        __m256 x = _mm256_load_ps(s->x + q), y = _mm256_load_ps(s->y + q);
+        __m256 best = _mm256_set1_ps(window);
+        __m256i bj = _mm256_set1_epi32((int)k);
+        for (unsigned j = 0; j < k; j++) {
+            __m256 d = dist8(x, y, _mm256_set1_ps(r[j].c.cx), _mm256_set1_ps(r[j].c.cy));
+            __m256 res = _mm256_andnot_ps(sign, _mm256_sub_ps(d, _mm256_set1_ps(r[j].c.r)));
+            __m256 closer = _mm256_cmp_ps(res, best, _CMP_LT_OQ);
+            best = _mm256_blendv_ps(best, res, closer);
+            bj = _mm256_blendv_epi8(bj, _mm256_set1_epi32((int)j), _mm256_castps_si256(closer));
+        }
+        for (unsigned j = 0; j < k; j++) {
+            __m256i is = _mm256_cmpeq_epi32(bj, _mm256_set1_epi32((int)j));
+            unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(is)) & in;
+            own[j] |= (uint64_t)bits << q;
+        }
+    }
+}
+
 const struct rich_kern rich_kern_avx2 = {on_circle_avx2, moments_avx2, residuals_avx2,
-                                         concyclic_avx2};
+                                         concyclic_avx2, assign_avx2};
 #endif
