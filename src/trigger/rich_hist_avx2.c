@@ -86,10 +86,15 @@ RICH_V3_INLINE __m256i pair_at(const sdd_rich_finder *f, int b, int half)
  * rule: lowest bin, then lowest centre). */
 RICH_TARGET_V3 static unsigned peak_avx2(sdd_rich_finder *f, int *bbest, int *cbest)
 {
+    /* The pair sums are kept for the second pass: it reads about two thirds of the rows. */
+    __m256i pair[RICH_BIN_HI - 1 - RICH_BIN_LO][2];
     __m256i mx = _mm256_setzero_si256();
 #pragma GCC unroll 16
     for (int b = RICH_BIN_LO; b < RICH_BIN_HI - 1; b++) {
-        mx = _mm256_max_epu8(mx, _mm256_max_epu8(pair_at(f, b, 0), pair_at(f, b, 1)));
+        pair[b - RICH_BIN_LO][0] = pair_at(f, b, 0);
+        pair[b - RICH_BIN_LO][1] = pair_at(f, b, 1);
+        mx = _mm256_max_epu8(mx,
+                             _mm256_max_epu8(pair[b - RICH_BIN_LO][0], pair[b - RICH_BIN_LO][1]));
     }
     unsigned best =
         rich_max_u8x16(_mm_max_epu8(_mm256_castsi256_si128(mx), _mm256_extracti128_si256(mx, 1)));
@@ -100,8 +105,9 @@ RICH_TARGET_V3 static unsigned peak_avx2(sdd_rich_finder *f, int *bbest, int *cb
     }
     const __m256i want = _mm256_set1_epi8((char)best);
     for (int b = RICH_BIN_LO; b < RICH_BIN_HI - 1; b++) {
-        uint64_t lo = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(pair_at(f, b, 0), want));
-        uint64_t hi = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(pair_at(f, b, 1), want));
+        const __m256i *row = pair[b - RICH_BIN_LO];
+        uint64_t lo = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(row[0], want));
+        uint64_t hi = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(row[1], want));
         uint64_t k = lo | hi << 32;
         if (k != 0) {
             *bbest = b;

@@ -114,14 +114,20 @@ RICH_TARGET_V3 static bool moments_avx2(const struct rich_spot *s, uint64_t mask
         return false;
     }
     float sw = (float)nw;
-    __m256 ax[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, ay[2] = {ax[0], ax[0]};
-    for (unsigned q = 0; q < s->n; q += 8) {
-        unsigned h = (q / 8) & 1;
+    /* Lanes 0-7 take hits q .. q+7, lanes 8-15 hits q+8 .. q+15, q = 0, 16, ...: two named
+     * sums each (an array indexed by the half went through memory at every step). */
+    __m256 ax0 = _mm256_setzero_ps(), ax1 = ax0, ay0 = ax0, ay1 = ax0;
+    for (unsigned q = 0; q < s->n; q += RICH_LANES) {
         __m256 w = weights8((unsigned)(mask >> q) & 0xFF);
-        ax[h] = _mm256_add_ps(ax[h], _mm256_mul_ps(w, _mm256_load_ps(s->x + q)));
-        ay[h] = _mm256_add_ps(ay[h], _mm256_mul_ps(w, _mm256_load_ps(s->y + q)));
+        ax0 = _mm256_add_ps(ax0, _mm256_mul_ps(w, _mm256_load_ps(s->x + q)));
+        ay0 = _mm256_add_ps(ay0, _mm256_mul_ps(w, _mm256_load_ps(s->y + q)));
+        if (q + 8 < s->n) {
+            w = weights8((unsigned)(mask >> (q + 8)) & 0xFF);
+            ax1 = _mm256_add_ps(ax1, _mm256_mul_ps(w, _mm256_load_ps(s->x + q + 8)));
+            ay1 = _mm256_add_ps(ay1, _mm256_mul_ps(w, _mm256_load_ps(s->y + q + 8)));
+        }
     }
-    float xm = tree_v(ax[0], ax[1]) / sw, ym = tree_v(ay[0], ay[1]) / sw;
+    float xm = tree_v(ax0, ax1) / sw, ym = tree_v(ay0, ay1) / sw;
     const __m256 vxm = _mm256_set1_ps(xm), vym = _mm256_set1_ps(ym);
     /* One half of the lanes at a time keeps the sums in registers. */
     __m256 lo[NMOM], hi[NMOM], b[16];
