@@ -141,15 +141,17 @@ uint32_t sdd_rich_find_events(const void *buf, size_t len, const sdd_rich_pmtab 
     return rich_find_events_more(buf, len, t, idx, st);
 }
 
-uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
-                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
+/* The walk over the packets of buf from pos (where a walk from 0 would pass), indexing their
+ * events into idx. Without idx it only steps from packet to packet and returns the first
+ * position at or past stop that a whole packet ends at: a walk from there is the rest of the
+ * walk from 0, since every step before it stayed a header's length or more clear of it. */
+static size_t walk(const uint8_t *p, size_t pos, size_t len, const sdd_rich_pmtab *t,
+                   sdd_rich_index *idx, sdd_rich_ef_stats *st, size_t stop)
 {
-    const uint8_t *p = buf;
     unsigned nboards = t != NULL ? sdd_rich_geom_nboards(&t->geom) : SDD_RICH_MAX_BOARDS;
     if (len > UINT32_MAX) {
         len = UINT32_MAX & ~(size_t)3; /* offsets are 32-bit; the rest is not looked at */
     }
-    size_t pos = 0;
     while (pos < len) {
         if (len - pos < SDD_RICH_PKT_HEADER) {
             if (len - pos >= 4 && rich_ld32(p + pos) == SDD_RICH_PKT_MAGIC) {
@@ -184,19 +186,48 @@ uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab
             rich_ld32(h + SDD_RICH_PKT_HEADER) == SDD_RICH_EOB_MAGIC) {
             st->packets++; /* a board's end of burst: no events (the receiver counts it) */
             pos += plen;
+            if (pos >= stop) {
+                return pos;
+            }
             continue;
         }
         size_t end = cut ? len : pos + plen;
         bool bad = cut;
         st->packets++;
-        uint32_t found = packet_events(p, pos + SDD_RICH_PKT_HEADER, end, h[5], rich_ld32(h + 16),
-                                       t, idx, st, &bad);
+        if (idx != NULL) {
+            uint32_t found = packet_events(p, pos + SDD_RICH_PKT_HEADER, end, h[5],
+                                           rich_ld32(h + 16), t, idx, st, &bad);
+            if (!cut && !bad && found != rich_ld16(h + 6) && st->index_full == 0) {
+                st->count_mismatch++;
+            }
+        }
         if (cut) {
             st->truncated++;
-        } else if (!bad && found != rich_ld16(h + 6) && st->index_full == 0) {
-            st->count_mismatch++;
         }
         pos = end;
+        if (!cut && pos >= stop) {
+            return pos;
+        }
     }
+    return len;
+}
+
+uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
+                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
+{
+    walk(buf, 0, len, t, idx, st, SIZE_MAX);
     return idx->n;
+}
+
+uint32_t rich_find_events_from(const void *buf, size_t from, size_t len, const sdd_rich_pmtab *t,
+                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
+{
+    walk(buf, from, len, t, idx, st, SIZE_MAX);
+    return idx->n;
+}
+
+size_t rich_packet_split(const void *buf, size_t len, const sdd_rich_pmtab *t, size_t near)
+{
+    sdd_rich_ef_stats scratch = {0};
+    return walk(buf, 0, len, t, NULL, &scratch, near);
 }

@@ -197,6 +197,14 @@ uint64_t rich_carry_horizon(sdd_rich_carry *c, const sdd_rich_index *idx, unsign
  * reset). */
 uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
                                sdd_rich_index *idx, sdd_rich_ef_stats *st);
+/* The same over [from, len), from a position the walk from 0 passes (rich_packet_split):
+ * the walk's second part, its events after those already in idx. */
+uint32_t rich_find_events_from(const void *buf, size_t from, size_t len, const sdd_rich_pmtab *t,
+                               sdd_rich_index *idx, sdd_rich_ef_stats *st);
+/* Where a walk over buf can be cut in two: the end of the first whole packet at or past near
+ * (len if none), for two threads to index [0, cut) and [cut, len) with the counts and
+ * index of one walk. */
+size_t rich_packet_split(const void *buf, size_t len, const sdd_rich_pmtab *t, size_t near);
 #endif
 
 /* Fill the PM-to-centre bin table for npm PMs at (x[i], y[i]). */

@@ -2,8 +2,10 @@
  * merge of the boards' events by timestamp, then the ring finder on every merged event. All
  * memory is taken at create for the largest buffer, so a run allocates nothing. With a split,
  * the merged events are shared out in blocks to a team of threads, one finder each; the
- * helpers start on the first blocks while the calling thread still merges the rest. Buffers go
- * through slots, one per buffer in flight (opts.inflight): with a GPU, a buffer's rings are
+ * helpers start on the first blocks while the calling thread still merges the rest. Before
+ * that, the first helper indexes the second half of the buffer's packets while the caller
+ * indexes the first (whoever comes first takes the second half; the counts are one walk's). Buffers
+ * go through slots, one per buffer in flight (opts.inflight): with a GPU, a buffer's rings are
  * found there while the next buffer is found and merged into the next slot. */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -36,6 +38,15 @@ struct sdd_rich_proc {
     struct proc_slot *cur;      /* the slot being filled */
     const void *buf; /* the buffer being processed, and its length */
     size_t len;
+    /* The event finder in two parts: the caller publishes where the buffer is cut (ef_cut,
+     * SIZE_MAX until then); the part past it goes to whoever claims it first (ef_claimed),
+     * into idx2 and ef2, and ef_done says it is there. */
+    _Atomic size_t ef_cut;
+    uint64_t ef_full; /* the caller's index_full count before the buffer, for ef2 to start at */
+    _Atomic bool ef_claimed;
+    _Atomic bool ef_done;
+    sdd_rich_index idx2;
+    sdd_rich_ef_stats ef2;
     _Atomic uint32_t next;      /* the next block to take */
     _Atomic uint32_t merged;    /* events merged so far (the merge publishes them) */
     _Atomic bool merge_done;    /* merged holds them all */
@@ -127,6 +138,9 @@ sdd_err sdd_rich_proc_create(const sdd_rich_proc_opts *o, sdd_rich_proc **out)
     if (err == SDD_OK) {
         err = sdd_rich_index_init(&p->held_idx, cap);
     }
+    if (err == SDD_OK && p->o.split > 1) {
+        err = sdd_rich_index_init(&p->idx2, cap);
+    }
     if (err == SDD_OK) {
         p->held = calloc(cap, sizeof(uint32_t));
         err = p->held != NULL ? SDD_OK : SDD_ENOMEM;
@@ -153,6 +167,7 @@ void sdd_rich_proc_destroy(sdd_rich_proc *p)
     }
     sdd_rich_index_fini(&p->idx);
     sdd_rich_index_fini(&p->held_idx);
+    sdd_rich_index_fini(&p->idx2);
     free(p->held);
     free(p);
 }
@@ -174,6 +189,82 @@ static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first,
         total += p->cur->nrings[e];
     }
     return total;
+}
+
+/* The second part of the buffer's events, [cut, len), into idx2 and ef2. */
+static void find_second_part(sdd_rich_proc *p, size_t cut)
+{
+    p->idx2.n = 0;
+    p->ef2 = (sdd_rich_ef_stats){.index_full = p->ef_full};
+    rich_find_events_from(p->buf, cut, p->len, p->finder->tab, &p->idx2, &p->ef2);
+    atomic_store_explicit(&p->ef_done, true, memory_order_release);
+}
+
+/* The first helper's share of the event finder, if the caller has not taken it. */
+static void help_find_events(sdd_rich_proc *p)
+{
+    size_t cut;
+    while ((cut = atomic_load_explicit(&p->ef_cut, memory_order_acquire)) == SIZE_MAX) {
+        sdd_cpu_relax();
+    }
+    if (!atomic_exchange_explicit(&p->ef_claimed, true, memory_order_acq_rel)) {
+        find_second_part(p, cut);
+    }
+}
+
+static void add_ef_stats(sdd_rich_ef_stats *to, const sdd_rich_ef_stats *from)
+{
+    _Static_assert(sizeof(*to) % sizeof(uint64_t) == 0, "the counts are all uint64_t");
+    uint64_t *t = (uint64_t *)to;
+    const uint64_t *f = (const uint64_t *)from;
+    for (size_t i = 0; i < sizeof(*to) / sizeof(uint64_t); i++) {
+        t[i] += f[i];
+    }
+}
+
+/* sdd_rich_find_events() of the buffer with a helper (p->team, member 1) indexing the packets
+ * of its second half: the same index and counts as one walk. The caller takes that half too
+ * if the helper has not started on it when the first is done. */
+static void find_events_shared(sdd_rich_proc *p, const void *buf, size_t len)
+{
+    const sdd_rich_pmtab *t = p->finder->tab;
+    size_t cut = rich_packet_split(buf, len, t, len / 2);
+    uint64_t full_before = p->ef.index_full;
+    p->ef_full = full_before;
+    atomic_store_explicit(&p->ef_cut, cut, memory_order_release); /* with ef_full */
+    sdd_rich_find_events(buf, cut, t, &p->idx, &p->ef);
+    if (!atomic_exchange_explicit(&p->ef_claimed, true, memory_order_acq_rel)) {
+        rich_find_events_from(buf, cut, len, t, &p->idx, &p->ef);
+        return;
+    }
+    while (!atomic_load_explicit(&p->ef_done, memory_order_acquire)) {
+        sdd_cpu_relax();
+    }
+    sdd_rich_index *a = &p->idx;
+    const sdd_rich_index *b = &p->idx2;
+    if (p->ef.index_full != full_before || a->n + b->n > a->cap) {
+        /* A full index changes what the second part counts: walk it again after the first. */
+        rich_find_events_from(buf, cut, len, t, a, &p->ef);
+        return;
+    }
+    memcpy(a->offset + a->n, b->offset, b->n * sizeof(*b->offset));
+    memcpy(a->timestamp + a->n, b->timestamp, b->n * sizeof(*b->timestamp));
+    memcpy(a->burst + a->n, b->burst, b->n * sizeof(*b->burst));
+    memcpy(a->nhits + a->n, b->nhits, b->n);
+    memcpy(a->board + a->n, b->board, b->n);
+    a->n += b->n;
+    p->ef2.index_full -= full_before; /* it started from the caller's count */
+    add_ef_stats(&p->ef, &p->ef2);
+}
+
+/* The buffer's events into p->idx: shared with the first helper when it runs with a team. */
+static void find_events(sdd_rich_proc *p, const void *buf, size_t len, bool shared)
+{
+    if (shared) {
+        find_events_shared(p, buf, len);
+    } else {
+        sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    }
 }
 
 /* Merge the entries `which` of idx (in the buffer or the carry) at once, after the events
@@ -200,10 +291,10 @@ static void merge_now(sdd_rich_proc *p, const struct rich_merge_in *base, const 
 /* A stream's buffer: its events found at once, then, in its turn, merged after the events the
  * buffer before held back; what the next buffer may still add to is held back in turn. */
 static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
-                             _Atomic uint32_t *merged)
+                             _Atomic uint32_t *merged, bool shared)
 {
     sdd_rich_carry *c = p->carry;
-    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    find_events(p, buf, len, shared);
     p->cur->batch.n = 0;
     struct rich_merge_in in = {
         .buf = buf, .window = p->o.window, .until = UINT64_MAX, .append = true};
@@ -231,18 +322,19 @@ static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
     return p->cur->batch.n;
 }
 
-/* The events of the buffer: found, then merged by timestamp. */
+/* The events of the buffer: found (shared: with the team's first helper), then merged by
+ * timestamp. */
 static uint32_t find_and_merge(sdd_rich_proc *p, const void *buf, size_t len,
-                               _Atomic uint32_t *merged)
+                               _Atomic uint32_t *merged, bool shared)
 {
     if (p->carry != NULL) {
-        uint32_t n = merge_stream(p, buf, len, merged);
+        uint32_t n = merge_stream(p, buf, len, merged, shared);
         if (merged != NULL) {
             atomic_store_explicit(merged, n, memory_order_release);
         }
         return n;
     }
-    sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
+    find_events(p, buf, len, shared);
     const struct rich_merge_in in = {.buf = buf, .window = p->o.window, .until = UINT64_MAX};
     return rich_merge_publish(&in, &p->idx, &p->cur->batch, &p->merge, merged, NULL, NULL);
 }
@@ -253,8 +345,10 @@ static void find_share(void *arg, unsigned who)
 {
     sdd_rich_proc *p = arg;
     if (who == 0) {
-        find_and_merge(p, p->buf, p->len, &p->merged);
+        find_and_merge(p, p->buf, p->len, &p->merged, true);
         atomic_store_explicit(&p->merge_done, true, memory_order_release);
+    } else if (who == 1) {
+        help_find_events(p);
     }
     uint64_t total = 0;
     for (;;) {
@@ -284,10 +378,10 @@ static void start_slot(sdd_rich_proc *p, const void *buf, size_t len)
     struct proc_slot *sl = p->cur;
     sl->err = SDD_OK;
     if (sl->gpu != NULL) {
-        find_and_merge(p, buf, len, NULL);
+        find_and_merge(p, buf, len, NULL, false);
         sl->err = sdd_rich_gpu_submit(sl->gpu, &sl->batch);
     } else if (p->team == NULL) {
-        uint32_t nev = find_and_merge(p, buf, len, NULL);
+        uint32_t nev = find_and_merge(p, buf, len, NULL, false);
         p->part[0].rings = find_range(p, p->finder, 0, nev);
     } else {
         /* published to the helpers by team_run */
@@ -296,6 +390,9 @@ static void start_slot(sdd_rich_proc *p, const void *buf, size_t len)
         atomic_store_explicit(&p->next, 0, memory_order_relaxed);
         atomic_store_explicit(&p->merged, 0, memory_order_relaxed);
         atomic_store_explicit(&p->merge_done, false, memory_order_relaxed);
+        atomic_store_explicit(&p->ef_cut, SIZE_MAX, memory_order_relaxed);
+        atomic_store_explicit(&p->ef_claimed, false, memory_order_relaxed);
+        atomic_store_explicit(&p->ef_done, false, memory_order_relaxed);
         sdd_team_run(p->team, find_share, p);
     }
     if (sl->gpu == NULL) {

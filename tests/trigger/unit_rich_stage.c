@@ -2,7 +2,8 @@
  * packed receive buffer gives every event back with the rings the finder gives on the event
  * itself; a damaged buffer is processed without a crash and the damage is counted; an
  * oversized buffer is SDD_ETOOBIG; a buffer split over 2 or 3 threads gives exactly the rings
- * of one thread (a split of 65 is refused); the stage thread gives the same rings for every buffer,
+ * and counts of one thread, damaged buffers too (its event finder walks the buffer in two
+ * parts; a split of 65 is refused); the stage thread gives the same rings for every buffer,
  * one result out at a time, and stops cleanly after its input is drained; with opts.stream, a
  * stream cut into buffers between any two packets gives, with its end queued, the events and
  * rings of the uncut stream, where buffers merged alone split the cut events; buffers started
@@ -73,9 +74,9 @@ static int compare(int b, const sdd_rich_output *out)
 }
 
 /* Every buffer through a proc of `split` threads: the same merged events, ring counts and ring
- * bytes as one thread gives. */
+ * bytes as one thread gives, and the same event finder and merge counts. */
 static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, uint8_t **bufs,
-                                  const size_t *lens)
+                                  const size_t *lens, int nbuf)
 {
     sdd_rich_proc_opts so = *po;
     sdd_rich_proc *one = NULL, *many = NULL;
@@ -84,7 +85,7 @@ static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, 
     CHECK_OK(sdd_rich_proc_create(&so, &many));
     int differ = 0;
     for (int round = 0; round < 3; round++) { /* the team's jobs back to back */
-        for (int b = 0; b < NBUF; b++) {
+        for (int b = 0; b < nbuf; b++) {
             sdd_rich_output a, m;
             CHECK_OK(sdd_rich_proc_run(one, bufs[b], lens[b], &a));
             CHECK_OK(sdd_rich_proc_run(many, bufs[b], lens[b], &m));
@@ -95,8 +96,67 @@ static void check_split_identical(const sdd_rich_proc_opts *po, uint32_t split, 
         }
     }
     CHECK_EQ(differ, 0);
+    sdd_rich_ef_stats ef_one, ef_many;
+    sdd_rich_merge_stats ms_one, ms_many;
+    sdd_rich_proc_stats(one, &ef_one, &ms_one);
+    sdd_rich_proc_stats(many, &ef_many, &ms_many);
+    CHECK(memcmp(&ef_one, &ef_many, sizeof(ef_one)) == 0);
+    CHECK(memcmp(&ms_one, &ms_many, sizeof(ms_one)) == 0);
     sdd_rich_proc_destroy(one);
     sdd_rich_proc_destroy(many);
+}
+
+/* The packet header at or after byte `from` of buf (its offset), or len. */
+static size_t packet_at(const uint8_t *buf, size_t len, size_t from)
+{
+    for (size_t q = from & ~(size_t)3; q + 4 <= len; q += 4) {
+        uint32_t w;
+        memcpy(&w, buf + q, 4);
+        if (w == SDD_RICH_PKT_MAGIC) {
+            return q;
+        }
+    }
+    return len;
+}
+
+/* Buffers damaged around their middle, where a split's event finder cuts its walk in two:
+ * scribbled bytes, a packet of an unknown version and one whose length runs past the end, a
+ * cut-off buffer. Split over 2 and 3 threads, they give one thread's events, rings and counts. */
+static void check_split_damaged(const sdd_rich_proc_opts *po, const uint8_t *buf, size_t len)
+{
+    enum { NDAMAGE = 11 };
+    uint8_t *bufs[NDAMAGE];
+    size_t lens[NDAMAGE];
+    const long scribble_at[] = {-300, -100, -20, -4, 0, 8, 60, 200};
+    int n = 0;
+    for (size_t i = 0; i < sizeof(scribble_at) / sizeof(*scribble_at); i++, n++) {
+        bufs[n] = malloc(len);
+        CHECK_REQUIRE(bufs[n] != NULL);
+        memcpy(bufs[n], buf, len);
+        memset(bufs[n] + (long)len / 2 + scribble_at[i], 0xA5, 40);
+        lens[n] = len;
+    }
+    size_t mid = packet_at(buf, len, len / 2);
+    CHECK_REQUIRE(mid + SDD_RICH_PKT_HEADER < len);
+    for (int k = 0; k < 2; k++, n++) {
+        bufs[n] = malloc(len);
+        CHECK_REQUIRE(bufs[n] != NULL);
+        memcpy(bufs[n], buf, len);
+        lens[n] = len;
+    }
+    bufs[n - 2][mid + 4] = SDD_RICH_PKT_VERSION + 1; /* the packet the walk would cut after */
+    uint32_t past = (uint32_t)len; /* runs past the end: the rest is one truncated packet */
+    memcpy(bufs[n - 1] + mid + 8, &past, 4);
+    bufs[n] = malloc(len);
+    CHECK_REQUIRE(bufs[n] != NULL);
+    memcpy(bufs[n], buf, len);
+    lens[n++] = len / 2 + 13;
+    CHECK_REQUIRE(n == NDAMAGE);
+    check_split_identical(po, 2, bufs, lens, NDAMAGE);
+    check_split_identical(po, 3, bufs, lens, NDAMAGE);
+    for (int i = 0; i < NDAMAGE; i++) {
+        free(bufs[i]);
+    }
 }
 
 /* One buffer's output, copied: it lives only until the proc's next start. */
@@ -336,8 +396,9 @@ int main(void)
     sdd_rich_proc_stats(p, &ef, &ms);
     CHECK_EQ(ef.bad_magic + ef.bad_signature + ef.truncated + ef.count_mismatch, 0);
     CHECK(ms.fused > 0);
-    check_split_identical(&po, 2, bufs, lens);
-    check_split_identical(&po, 3, bufs, lens);
+    check_split_identical(&po, 2, bufs, lens, NBUF);
+    check_split_identical(&po, 3, bufs, lens, NBUF);
+    check_split_damaged(&po, bufs[2], lens[2]);
     check_pipelined(&po, bufs, lens);
     sdd_rich_proc_opts bad = po;
     bad.split = 65;
