@@ -77,8 +77,10 @@ RICH_DEV uint64_t on_circle_portable(const struct rich_spot *s, uint64_t alive,
     return sel & alive;
 }
 
-RICH_DEV bool moments_portable(const struct rich_spot *s, uint64_t mask, struct rich_moments *mo)
+RICH_DEV bool moments_portable(const struct rich_spot *s, uint64_t mask, bool z_sums,
+                               struct rich_moments *mo)
 {
+    (void)z_sums; /* always: the GPU build calls this one too */
     unsigned n = (s->n + RICH_LANES - 1) & ~(unsigned)(RICH_LANES - 1);
     float w[SDD_RICH_MAX_HITS];
     for (unsigned i = 0; i < n; i++) {
@@ -270,7 +272,7 @@ RICH_DEV bool rich_moments_of(const sdd_rich_finder *f, const struct rich_spot *
 #ifdef __CUDA_ARCH__
     return rich_gpu_moments(f, s, mask, m);
 #else
-    return f->kern->moments(s, mask, m);
+    return f->kern->moments(s, mask, f->opts.fit == SDD_RICH_FIT_TAUBIN, m);
 #endif
 }
 
@@ -401,13 +403,16 @@ RICH_DEV_INLINE int rich_find_event(sdd_rich_finder *f, const uint16_t *hits, si
      * s->n, each hit would wait for the previous one's store. No branch on the spot either
      * (the hits of both come mixed). */
     uint32_t counts = 0;
+    const uintptr_t s0 = (uintptr_t)&f->spot[0], s1 = (uintptr_t)&f->spot[1];
     for (size_t i = 0; i < n; i++) {
         unsigned ch = SDD_RICH_HIT_CHANNEL(hits[i]);
         if (t->board[ch] < 0) {
             continue;
         }
         unsigned sp = ch / SDD_RICH_SPOT_PMS, shift = 16 * sp;
-        struct rich_spot *s = &f->spot[sp];
+        /* the spot by a mask, not a multiply (GCC redid that for every field) */
+        uintptr_t pick = (uintptr_t)0 - sp;
+        struct rich_spot *s = (struct rich_spot *)(s0 ^ ((s0 ^ s1) & pick));
         unsigned k = (counts >> shift) & 0xFFFFu;
         counts += 1u << shift;
         s->x[k] = t->x[ch];

@@ -143,7 +143,9 @@ struct rich_moments {
 struct rich_kern {
     uint64_t (*on_circle)(const struct rich_spot *s, uint64_t alive, const sdd_rich_circle *c,
                           float window);
-    bool (*moments)(const struct rich_spot *s, uint64_t mask, struct rich_moments *m);
+    /* z: also the sums of z = u^2 + v^2 (zz, uz, vz), which only Taubin's fit reads; without
+     * it a kernel may leave them 0. */
+    bool (*moments)(const struct rich_spot *s, uint64_t mask, bool z, struct rich_moments *m);
     float (*residuals)(const struct rich_spot *s, uint64_t mask, const sdd_rich_circle *c);
     /* The hits of alive that pass Ptolemy's test |2 max - sum| <= eps max with hits a, b, c
      * (ab, ac, bc: their distances). */

@@ -52,6 +52,18 @@ RICH_V3_INLINE __m256 tree8_v(const __m256 *b)
     return _mm256_permutevar8x32_ps(sum, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* tree8_v() of two vectors: the same pairs, (i, i+4), (i, i+2), (0, 1), a vector in each
+ * 128-bit half. */
+RICH_V3_INLINE void tree2_v(__m256 a, __m256 b, float *sa, float *sb)
+{
+    __m256 c =
+        _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    __m256 d = _mm256_add_ps(c, _mm256_shuffle_ps(c, c, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m256 e = _mm256_add_ps(d, _mm256_shuffle_ps(d, d, _MM_SHUFFLE(1, 1, 1, 1)));
+    *sa = _mm_cvtss_f32(_mm256_castps256_ps128(e));
+    *sb = _mm_cvtss_f32(_mm256_extractf128_ps(e, 1));
+}
+
 /* |d - R| < w as (R - w)^2 < d^2 < (R + w)^2, 8 hits: their bits. */
 RICH_V3_INLINE unsigned on_circle8(const float *x, const float *y, __m256 cx, __m256 cy, __m256 lo,
                                    __m256 hi)
@@ -77,9 +89,10 @@ RICH_TARGET_V3 static uint64_t on_circle_avx2(const struct rich_spot *s, uint64_
     return sel & alive;
 }
 
-/* The ten moment lane sums of lanes h*8 .. h*8+7 (hits q + h*8 + i for q = 0, 16, ...). */
+/* The ten moment lane sums of lanes h*8 .. h*8+7 (hits q + h*8 + i for q = 0, 16, ...); without
+ * z_sums the first seven (Crawford's fit reads no more), which leaves the sums in registers. */
 RICH_V3_INLINE void moments_half(const struct rich_spot *s, uint64_t mask, unsigned h, __m256 xm,
-                                 __m256 ym, __m256 *m)
+                                 __m256 ym, bool z_sums, __m256 *m)
 {
 #pragma GCC unroll 10
     for (int k = 0; k < NMOM; k++) {
@@ -90,8 +103,6 @@ RICH_V3_INLINE void moments_half(const struct rich_spot *s, uint64_t mask, unsig
         __m256 u = _mm256_sub_ps(_mm256_load_ps(s->x + q), xm);
         __m256 v = _mm256_sub_ps(_mm256_load_ps(s->y + q), ym);
         __m256 wu = _mm256_mul_ps(w, u), wv = _mm256_mul_ps(w, v);
-        __m256 z = _mm256_add_ps(_mm256_mul_ps(u, u), _mm256_mul_ps(v, v));
-        __m256 wz = _mm256_mul_ps(w, z);
         m[0] = _mm256_add_ps(m[0], _mm256_mul_ps(wu, u));
         m[1] = _mm256_add_ps(m[1], _mm256_mul_ps(wv, v));
         m[2] = _mm256_add_ps(m[2], _mm256_mul_ps(wu, v));
@@ -99,13 +110,17 @@ RICH_V3_INLINE void moments_half(const struct rich_spot *s, uint64_t mask, unsig
         m[4] = _mm256_add_ps(m[4], _mm256_mul_ps(_mm256_mul_ps(wv, v), v));
         m[5] = _mm256_add_ps(m[5], _mm256_mul_ps(_mm256_mul_ps(wu, v), v));
         m[6] = _mm256_add_ps(m[6], _mm256_mul_ps(_mm256_mul_ps(wv, u), u));
-        m[7] = _mm256_add_ps(m[7], _mm256_mul_ps(wz, z));
-        m[8] = _mm256_add_ps(m[8], _mm256_mul_ps(wz, u));
-        m[9] = _mm256_add_ps(m[9], _mm256_mul_ps(wz, v));
+        if (z_sums) {
+            __m256 z = _mm256_add_ps(_mm256_mul_ps(u, u), _mm256_mul_ps(v, v));
+            __m256 wz = _mm256_mul_ps(w, z);
+            m[7] = _mm256_add_ps(m[7], _mm256_mul_ps(wz, z));
+            m[8] = _mm256_add_ps(m[8], _mm256_mul_ps(wz, u));
+            m[9] = _mm256_add_ps(m[9], _mm256_mul_ps(wz, v));
+        }
     }
 }
 
-RICH_TARGET_V3 static bool moments_avx2(const struct rich_spot *s, uint64_t mask,
+RICH_TARGET_V3 static bool moments_avx2(const struct rich_spot *s, uint64_t mask, bool z_sums,
                                         struct rich_moments *mo)
 {
     /* A sum of ones is exact: the weight sum is the hit count. */
@@ -130,16 +145,21 @@ RICH_TARGET_V3 static bool moments_avx2(const struct rich_spot *s, uint64_t mask
     float xm = tree_v(ax0, ax1) / sw, ym = tree_v(ay0, ay1) / sw;
     const __m256 vxm = _mm256_set1_ps(xm), vym = _mm256_set1_ps(ym);
     /* One half of the lanes at a time keeps the sums in registers. */
-    __m256 lo[NMOM], hi[NMOM], b[16];
-    moments_half(s, mask, 0, vxm, vym, lo);
-    moments_half(s, mask, 1, vxm, vym, hi);
-#pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) {
-        b[k] = k < NMOM ? _mm256_add_ps(lo[k], hi[k]) : _mm256_setzero_ps();
+    __m256 lo[NMOM], hi[NMOM], b[NMOM];
+    if (z_sums) { /* a copy each, so neither tests z_sums per hit */
+        moments_half(s, mask, 0, vxm, vym, true, lo);
+        moments_half(s, mask, 1, vxm, vym, true, hi);
+    } else {
+        moments_half(s, mask, 0, vxm, vym, false, lo);
+        moments_half(s, mask, 1, vxm, vym, false, hi);
     }
-    float sums[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < NMOM; k++) {
+        b[k] = _mm256_add_ps(lo[k], hi[k]);
+    }
+    float sums[NMOM];
     _mm256_storeu_ps(sums, tree8_v(b));
-    _mm256_storeu_ps(sums + 8, tree8_v(b + 8));
+    tree2_v(b[8], b[9], &sums[8], &sums[9]);
     rich_store_moments(sw, xm, ym, sums, mo);
     return true;
 }

@@ -201,7 +201,7 @@ static __device__ bool rich_gpu_moments(const sdd_rich_finder *f, const struct r
                                         uint64_t mask, struct rich_moments *mo)
 {
     if (!f->coop) {
-        return moments_portable(s, mask, mo);
+        return moments_portable(s, mask, true, mo);
     }
     unsigned n = lanes_n(s), l = lane_id() & 15u;
     __syncwarp();
