@@ -138,7 +138,7 @@ uint32_t sdd_rich_find_events(const void *buf, size_t len, const sdd_rich_pmtab 
                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
 {
     idx->n = 0;
-    return rich_find_events_more(buf, len, t, idx, st);
+    return rich_find_events_from(buf, 0, len, t, idx, st);
 }
 
 /* The walk over the packets of buf from pos (where a walk from 0 would pass), indexing their
@@ -210,13 +210,6 @@ static size_t walk(const uint8_t *p, size_t pos, size_t len, const sdd_rich_pmta
         }
     }
     return len;
-}
-
-uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
-                               sdd_rich_index *idx, sdd_rich_ef_stats *st)
-{
-    walk(buf, 0, len, t, idx, st, SIZE_MAX);
-    return idx->n;
 }
 
 uint32_t rich_find_events_from(const void *buf, size_t from, size_t len, const sdd_rich_pmtab *t,

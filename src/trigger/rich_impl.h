@@ -195,12 +195,9 @@ bool rich_carry_keep(sdd_rich_carry *c, const uint8_t *buf, const sdd_rich_index
                      const uint32_t *held, uint32_t n);
 void rich_carry_clear(sdd_rich_carry *c);
 uint64_t rich_carry_horizon(sdd_rich_carry *c, const sdd_rich_index *idx, unsigned nboards);
-/* Index the events of buf after those already in idx (sdd_rich_find_events() without the
- * reset). */
-uint32_t rich_find_events_more(const void *buf, size_t len, const sdd_rich_pmtab *t,
-                               sdd_rich_index *idx, sdd_rich_ef_stats *st);
-/* The same over [from, len), from a position the walk from 0 passes (rich_packet_split):
- * the walk's second part, its events after those already in idx. */
+/* Index the events of buf's packets in [from, len) after those already in idx
+ * (sdd_rich_find_events() without the reset): from is 0, or a position the walk from 0 passes
+ * (rich_packet_split), for the walk's second part. */
 uint32_t rich_find_events_from(const void *buf, size_t from, size_t len, const sdd_rich_pmtab *t,
                                sdd_rich_index *idx, sdd_rich_ef_stats *st);
 /* Where a walk over buf can be cut in two: the end of the first whole packet at or past near

@@ -42,7 +42,6 @@ struct sdd_rich_proc {
      * SIZE_MAX until then); the part past it goes to whoever claims it first (ef_claimed),
      * into idx2 and ef2, and ef_done says it is there. */
     _Atomic size_t ef_cut;
-    uint64_t ef_full; /* the caller's index_full count before the buffer, for ef2 to start at */
     _Atomic bool ef_claimed;
     _Atomic bool ef_done;
     sdd_rich_index idx2;
@@ -195,7 +194,7 @@ static uint64_t find_range(sdd_rich_proc *p, sdd_rich_finder *f, uint32_t first,
 static void find_second_part(sdd_rich_proc *p, size_t cut)
 {
     p->idx2.n = 0;
-    p->ef2 = (sdd_rich_ef_stats){.index_full = p->ef_full};
+    p->ef2 = (sdd_rich_ef_stats){0};
     rich_find_events_from(p->buf, cut, p->len, p->finder->tab, &p->idx2, &p->ef2);
     atomic_store_explicit(&p->ef_done, true, memory_order_release);
 }
@@ -224,14 +223,14 @@ static void add_ef_stats(sdd_rich_ef_stats *to, const sdd_rich_ef_stats *from)
 
 /* sdd_rich_find_events() of the buffer with a helper (p->team, member 1) indexing the packets
  * of its second half: the same index and counts as one walk. The caller takes that half too
- * if the helper has not started on it when the first is done. */
+ * if the helper has not started on it when the first is done. Neither part can fill its index
+ * (an event takes 16 bytes at least, the index holds twice max_bytes / 16), so no walk counts
+ * index_full and each part's count_mismatch test is the whole walk's. */
 static void find_events_shared(sdd_rich_proc *p, const void *buf, size_t len)
 {
     const sdd_rich_pmtab *t = p->finder->tab;
     size_t cut = rich_packet_split(buf, len, t, len / 2);
-    uint64_t full_before = p->ef.index_full;
-    p->ef_full = full_before;
-    atomic_store_explicit(&p->ef_cut, cut, memory_order_release); /* with ef_full */
+    atomic_store_explicit(&p->ef_cut, cut, memory_order_release);
     sdd_rich_find_events(buf, cut, t, &p->idx, &p->ef);
     if (!atomic_exchange_explicit(&p->ef_claimed, true, memory_order_acq_rel)) {
         rich_find_events_from(buf, cut, len, t, &p->idx, &p->ef);
@@ -242,8 +241,7 @@ static void find_events_shared(sdd_rich_proc *p, const void *buf, size_t len)
     }
     sdd_rich_index *a = &p->idx;
     const sdd_rich_index *b = &p->idx2;
-    if (p->ef.index_full != full_before || a->n + b->n > a->cap) {
-        /* A full index changes what the second part counts: walk it again after the first. */
+    if (a->n + b->n > a->cap) { /* cannot happen (above); walked again, not overrun */
         rich_find_events_from(buf, cut, len, t, a, &p->ef);
         return;
     }
@@ -253,14 +251,14 @@ static void find_events_shared(sdd_rich_proc *p, const void *buf, size_t len)
     memcpy(a->nhits + a->n, b->nhits, b->n);
     memcpy(a->board + a->n, b->board, b->n);
     a->n += b->n;
-    p->ef2.index_full -= full_before; /* it started from the caller's count */
     add_ef_stats(&p->ef, &p->ef2);
 }
 
-/* The buffer's events into p->idx: shared with the first helper when it runs with a team. */
-static void find_events(sdd_rich_proc *p, const void *buf, size_t len, bool shared)
+/* The buffer's events into p->idx: with a team (only find_share() merges then), shared with
+ * its first helper. */
+static void find_events(sdd_rich_proc *p, const void *buf, size_t len)
 {
-    if (shared) {
+    if (p->team != NULL) {
         find_events_shared(p, buf, len);
     } else {
         sdd_rich_find_events(buf, len, p->finder->tab, &p->idx, &p->ef);
@@ -291,10 +289,10 @@ static void merge_now(sdd_rich_proc *p, const struct rich_merge_in *base, const 
 /* A stream's buffer: its events found at once, then, in its turn, merged after the events the
  * buffer before held back; what the next buffer may still add to is held back in turn. */
 static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
-                             _Atomic uint32_t *merged, bool shared)
+                             _Atomic uint32_t *merged)
 {
     sdd_rich_carry *c = p->carry;
-    find_events(p, buf, len, shared);
+    find_events(p, buf, len);
     p->cur->batch.n = 0;
     struct rich_merge_in in = {
         .buf = buf, .window = p->o.window, .until = UINT64_MAX, .append = true};
@@ -322,19 +320,18 @@ static uint32_t merge_stream(sdd_rich_proc *p, const void *buf, size_t len,
     return p->cur->batch.n;
 }
 
-/* The events of the buffer: found (shared: with the team's first helper), then merged by
- * timestamp. */
+/* The events of the buffer: found, then merged by timestamp. */
 static uint32_t find_and_merge(sdd_rich_proc *p, const void *buf, size_t len,
-                               _Atomic uint32_t *merged, bool shared)
+                               _Atomic uint32_t *merged)
 {
     if (p->carry != NULL) {
-        uint32_t n = merge_stream(p, buf, len, merged, shared);
+        uint32_t n = merge_stream(p, buf, len, merged);
         if (merged != NULL) {
             atomic_store_explicit(merged, n, memory_order_release);
         }
         return n;
     }
-    find_events(p, buf, len, shared);
+    find_events(p, buf, len);
     const struct rich_merge_in in = {.buf = buf, .window = p->o.window, .until = UINT64_MAX};
     return rich_merge_publish(&in, &p->idx, &p->cur->batch, &p->merge, merged, NULL, NULL);
 }
@@ -345,7 +342,7 @@ static void find_share(void *arg, unsigned who)
 {
     sdd_rich_proc *p = arg;
     if (who == 0) {
-        find_and_merge(p, p->buf, p->len, &p->merged, true);
+        find_and_merge(p, p->buf, p->len, &p->merged);
         atomic_store_explicit(&p->merge_done, true, memory_order_release);
     } else if (who == 1) {
         help_find_events(p);
@@ -378,10 +375,10 @@ static void start_slot(sdd_rich_proc *p, const void *buf, size_t len)
     struct proc_slot *sl = p->cur;
     sl->err = SDD_OK;
     if (sl->gpu != NULL) {
-        find_and_merge(p, buf, len, NULL, false);
+        find_and_merge(p, buf, len, NULL);
         sl->err = sdd_rich_gpu_submit(sl->gpu, &sl->batch);
     } else if (p->team == NULL) {
-        uint32_t nev = find_and_merge(p, buf, len, NULL, false);
+        uint32_t nev = find_and_merge(p, buf, len, NULL);
         p->part[0].rings = find_range(p, p->finder, 0, nev);
     } else {
         /* published to the helpers by team_run */
