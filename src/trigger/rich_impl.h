@@ -132,6 +132,13 @@ struct rich_moments {
     double uu, vv, uv, uuu, vvv, uvv, vuu, zz, uz, vz;
 };
 
+/* Ptolemy's directions: x, x+y, y, y-x, -x, ... (45 degree steps). */
+#define RICH_NDIR 8
+static const float RICH_DIRX[RICH_NDIR] = {1,  0.70710678f,  0, -0.70710678f,
+                                           -1, -0.70710678f, 0, 0.70710678f};
+static const float RICH_DIRY[RICH_NDIR] = {0, 0.70710678f,  1,  0.70710678f,
+                                           0, -0.70710678f, -1, -0.70710678f};
+
 /* The finder's per-hit kernels, in a portable and an AVX-512 build that give identical
  * results (same float operations, sums in the same order: 16 lanes, then a fixed tree).
  * on_circle: the hits of alive within `window` of circle c (|d - R| < window).
@@ -155,6 +162,12 @@ struct rich_kern {
      * the earlier ring): own[j], the hits of ring j. */
     void (*assign)(const struct rich_spot *s, uint64_t all, const struct rich_cand *r, unsigned k,
                    float window, uint64_t *own);
+    /* Ptolemy's triplets. ext[k]: the first alive hit with the largest x RICH_DIRX[k] +
+     * y RICH_DIRY[k] (-1 when alive is empty). */
+    void (*extremes)(const struct rich_spot *s, uint64_t alive, int ext[RICH_NDIR]);
+    /* The first alive hit farthest from hit a (b < 0) or with the largest of the smaller
+     * squared distances to a and to b; -1 when alive is empty. */
+    int (*farthest)(const struct rich_spot *s, uint64_t alive, int a, int b);
 };
 
 extern const struct rich_kern rich_kern_portable;

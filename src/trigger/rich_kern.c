@@ -1,6 +1,6 @@
 /* The ring finder's per-hit kernels for AVX-512, with the same results as the portable ones
  * of rich_fit_core.h (the same float operations in the same order: 16 lanes, then the fixed
- * tree), and Ptolemy's concyclic test in both builds. */
+ * tree), and Ptolemy's per-hit steps (concyclic test, extremes, farthest hit) in both builds. */
 #include <math.h>
 
 #include "trigger/rich_fit_core.h"
@@ -30,8 +30,49 @@ static uint64_t concyclic_portable(const struct rich_spot *s, uint64_t alive, in
     return sel & alive;
 }
 
+static void extremes_portable(const struct rich_spot *s, uint64_t alive, int ext[RICH_NDIR])
+{
+    float best_p[RICH_NDIR];
+    for (int k = 0; k < RICH_NDIR; k++) {
+        ext[k] = -1;
+        best_p[k] = -INFINITY;
+    }
+    for (uint64_t m = alive; m != 0; m &= m - 1) {
+        int h = __builtin_ctzll(m);
+        for (int k = 0; k < RICH_NDIR; k++) {
+            float p = s->x[h] * RICH_DIRX[k] + s->y[h] * RICH_DIRY[k];
+            if (p > best_p[k]) {
+                best_p[k] = p;
+                ext[k] = h;
+            }
+        }
+    }
+}
+
+static int farthest_portable(const struct rich_spot *s, uint64_t alive, int a, int b)
+{
+    int best = -1;
+    float best_d = -1.0f;
+    for (uint64_t m = alive; m != 0; m &= m - 1) {
+        int i = __builtin_ctzll(m);
+        float da =
+            (s->x[i] - s->x[a]) * (s->x[i] - s->x[a]) + (s->y[i] - s->y[a]) * (s->y[i] - s->y[a]);
+        if (b >= 0) {
+            float db = (s->x[i] - s->x[b]) * (s->x[i] - s->x[b]) +
+                       (s->y[i] - s->y[b]) * (s->y[i] - s->y[b]);
+            da = db < da ? db : da; /* fminf without the call: no NaN here */
+        }
+        if (da > best_d) {
+            best_d = da;
+            best = i;
+        }
+    }
+    return best;
+}
+
 const struct rich_kern rich_kern_portable = {
-    on_circle_portable, moments_portable, residuals_portable, concyclic_portable, assign_portable};
+    on_circle_portable, moments_portable,  residuals_portable, concyclic_portable,
+    assign_portable,    extremes_portable, farthest_portable};
 
 #ifdef RICH_HAVE_V4
 #include <immintrin.h>
@@ -192,9 +233,11 @@ RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint6
     return sel & alive;
 }
 
-const struct rich_kern rich_kern_avx512 = {on_circle_avx512, moments_avx512, residuals_avx512,
-                                           concyclic_avx512, assign_portable};
+const struct rich_kern rich_kern_avx512 = {on_circle_avx512, moments_avx512,  residuals_avx512,
+                                           concyclic_avx512, assign_portable, extremes_portable,
+                                           farthest_portable};
 #else
 const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable, residuals_portable,
-                                           concyclic_portable, assign_portable};
+                                           concyclic_portable, assign_portable,  extremes_portable,
+                                           farthest_portable};
 #endif

@@ -245,6 +245,72 @@ RICH_TARGET_V3 static void assign_avx2(const struct rich_spot *s, uint64_t all,
     }
 }
 
+/* extremes_portable() with the eight directions in the lanes: each hit, in order, replaces a
+ * lane's best only when strictly larger, as the portable loop does per direction. */
+RICH_TARGET_V3 static void extremes_avx2(const struct rich_spot *s, uint64_t alive,
+                                         int ext[RICH_NDIR])
+{
+    const __m256 dx = _mm256_loadu_ps(RICH_DIRX), dy = _mm256_loadu_ps(RICH_DIRY);
+    __m256 best = _mm256_set1_ps(-INFINITY);
+    __m256i idx = _mm256_set1_epi32(-1);
+    for (uint64_t m = alive; m != 0; m &= m - 1) {
+        int h = __builtin_ctzll(m);
+        __m256 p = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(s->x[h]), dx),
+                                 _mm256_mul_ps(_mm256_set1_ps(s->y[h]), dy));
+        __m256 more = _mm256_cmp_ps(p, best, _CMP_GT_OQ);
+        best = _mm256_blendv_ps(best, p, more);
+        idx = _mm256_blendv_epi8(idx, _mm256_set1_epi32(h), _mm256_castps_si256(more));
+    }
+    _mm256_storeu_si256((__m256i *)(void *)ext, idx);
+}
+
+RICH_V3_INLINE __m256 dist2_8(__m256 px, __m256 py, __m256 x, __m256 y)
+{
+    __m256 dx = _mm256_sub_ps(x, px), dy = _mm256_sub_ps(y, py);
+    return _mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy));
+}
+
+/* farthest_portable(), eight hits a step: each lane keeps its first largest (strictly larger
+ * replaces), then the lanes give the largest with the lowest hit index, the portable loop's
+ * first of equals. Lanes outside alive get -2, below every distance and the start (-1). */
+RICH_TARGET_V3 static int farthest_avx2(const struct rich_spot *s, uint64_t alive, int a, int b)
+{
+    const __m256 ax = _mm256_set1_ps(s->x[a]), ay = _mm256_set1_ps(s->y[a]);
+    const __m256 bx = _mm256_set1_ps(s->x[b < 0 ? a : b]), by = _mm256_set1_ps(s->y[b < 0 ? a : b]);
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 out = _mm256_set1_ps(-2.0f);
+    __m256 best = _mm256_set1_ps(-1.0f);
+    __m256i idx = _mm256_set1_epi32(-1), lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (unsigned q = 0; q < s->n; q += 8, lane = _mm256_add_epi32(lane, _mm256_set1_epi32(8))) {
+        int in = (int)(alive >> q) & 0xFF;
+        if (in == 0) {
+            continue;
+        }
+        __m256 x = _mm256_load_ps(s->x + q), y = _mm256_load_ps(s->y + q);
+        __m256 d = dist2_8(ax, ay, x, y);
+        if (b >= 0) {
+            d = _mm256_min_ps(dist2_8(bx, by, x, y), d); /* db < da ? db : da */
+        }
+        __m256i live = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(in), bit), bit);
+        d = _mm256_blendv_ps(out, d, _mm256_castsi256_ps(live));
+        __m256 more = _mm256_cmp_ps(d, best, _CMP_GT_OQ);
+        best = _mm256_blendv_ps(best, d, more);
+        idx = _mm256_blendv_epi8(idx, lane, _mm256_castps_si256(more));
+    }
+    /* The largest in every lane, then the lowest index of the lanes that hold it (-1 read as
+     * unsigned is the largest: it wins only when no lane has a hit). */
+    __m256 top = _mm256_max_ps(best, _mm256_permute2f128_ps(best, best, 1));
+    top = _mm256_max_ps(top, _mm256_shuffle_ps(top, top, _MM_SHUFFLE(1, 0, 3, 2)));
+    top = _mm256_max_ps(top, _mm256_shuffle_ps(top, top, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m256i at = _mm256_blendv_epi8(_mm256_set1_epi32(-1), idx,
+                                    _mm256_castps_si256(_mm256_cmp_ps(best, top, _CMP_EQ_OQ)));
+    at = _mm256_min_epu32(at, _mm256_permute2x128_si256(at, at, 1));
+    at = _mm256_min_epu32(at, _mm256_shuffle_epi32(at, _MM_SHUFFLE(1, 0, 3, 2)));
+    at = _mm256_min_epu32(at, _mm256_shuffle_epi32(at, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm256_cvtsi256_si32(at);
+}
+
 const struct rich_kern rich_kern_avx2 = {on_circle_avx2, moments_avx2, residuals_avx2,
-                                         concyclic_avx2, assign_avx2};
+                                         concyclic_avx2, assign_avx2,  extremes_avx2,
+                                         farthest_avx2};
 #endif
