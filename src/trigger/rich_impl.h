@@ -173,6 +173,11 @@ struct rich_kern {
 extern const struct rich_kern rich_kern_portable;
 extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
 extern const struct rich_kern rich_kern_avx2;   /* only where rich_avx2_supported() */
+#ifdef RICH_HAVE_V3
+/* Ptolemy's AVX2 steps, which the AVX-512 kernels share (eight directions fill 8 lanes). */
+void rich_extremes_avx2(const struct rich_spot *s, uint64_t alive, int ext[RICH_NDIR]);
+int rich_farthest_avx2(const struct rich_spot *s, uint64_t alive, int a, int b);
+#endif
 
 #ifndef __cplusplus
 /* sdd_rich_merge() that also stores the count of merged events into *merged (release) every

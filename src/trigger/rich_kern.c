@@ -233,9 +233,9 @@ RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint6
     return sel & alive;
 }
 
-const struct rich_kern rich_kern_avx512 = {on_circle_avx512, moments_avx512,  residuals_avx512,
-                                           concyclic_avx512, assign_portable, extremes_portable,
-                                           farthest_portable};
+const struct rich_kern rich_kern_avx512 = {on_circle_avx512,  moments_avx512,  residuals_avx512,
+                                           concyclic_avx512,  assign_portable, rich_extremes_avx2,
+                                           rich_farthest_avx2};
 #else
 const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable, residuals_portable,
                                            concyclic_portable, assign_portable,  extremes_portable,

@@ -247,8 +247,8 @@ RICH_TARGET_V3 static void assign_avx2(const struct rich_spot *s, uint64_t all,
 
 /* extremes_portable() with the eight directions in the lanes: each hit, in order, replaces a
  * lane's best only when strictly larger, as the portable loop does per direction. */
-RICH_TARGET_V3 static void extremes_avx2(const struct rich_spot *s, uint64_t alive,
-                                         int ext[RICH_NDIR])
+RICH_TARGET_V3 void rich_extremes_avx2(const struct rich_spot *s, uint64_t alive,
+                                       int ext[RICH_NDIR])
 {
     const __m256 dx = _mm256_loadu_ps(RICH_DIRX), dy = _mm256_loadu_ps(RICH_DIRY);
     __m256 best = _mm256_set1_ps(-INFINITY);
@@ -273,7 +273,7 @@ RICH_V3_INLINE __m256 dist2_8(__m256 px, __m256 py, __m256 x, __m256 y)
 /* farthest_portable(), eight hits a step: each lane keeps its first largest (strictly larger
  * replaces), then the lanes give the largest with the lowest hit index, the portable loop's
  * first of equals. Lanes outside alive get -2, below every distance and the start (-1). */
-RICH_TARGET_V3 static int farthest_avx2(const struct rich_spot *s, uint64_t alive, int a, int b)
+RICH_TARGET_V3 int rich_farthest_avx2(const struct rich_spot *s, uint64_t alive, int a, int b)
 {
     const __m256 ax = _mm256_set1_ps(s->x[a]), ay = _mm256_set1_ps(s->y[a]);
     const __m256 bx = _mm256_set1_ps(s->x[b < 0 ? a : b]), by = _mm256_set1_ps(s->y[b < 0 ? a : b]);
@@ -310,7 +310,7 @@ RICH_TARGET_V3 static int farthest_avx2(const struct rich_spot *s, uint64_t aliv
     return _mm256_cvtsi256_si32(at);
 }
 
-const struct rich_kern rich_kern_avx2 = {on_circle_avx2, moments_avx2, residuals_avx2,
-                                         concyclic_avx2, assign_avx2,  extremes_avx2,
-                                         farthest_avx2};
+const struct rich_kern rich_kern_avx2 = {on_circle_avx2,    moments_avx2, residuals_avx2,
+                                         concyclic_avx2,    assign_avx2,  rich_extremes_avx2,
+                                         rich_farthest_avx2};
 #endif
