@@ -1,6 +1,7 @@
 /* The ring finder's per-hit kernels for AVX-512, with the same results as the portable ones
  * of rich_fit_core.h (the same float operations in the same order: 16 lanes, then the fixed
- * tree), and Ptolemy's per-hit steps (concyclic test, extremes, farthest hit) in both builds. */
+ * tree); Ptolemy's concyclic test in both builds, and its extremes and farthest-hit search in
+ * the portable one (the AVX-512 build takes the AVX2 ones of rich_kern_avx2.c). */
 #include <math.h>
 
 #include "trigger/rich_fit_core.h"
