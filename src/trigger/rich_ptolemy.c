@@ -41,7 +41,7 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
                     b = tri[j][0] == a ? tri[j][1] : -1;
                     c = tri[j][0] == a ? tri[j][2] : -1;
                 }
-                if (b < 0 && a >= 0) {
+                if (b < 0) { /* a is a hit: alive is not empty */
                     b = f->kern->farthest(s, alive, a, -1);
                     c = f->kern->farthest(s, alive, a, b);
                 }
