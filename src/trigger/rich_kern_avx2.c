@@ -180,10 +180,16 @@ RICH_TARGET_V3 static float residuals_avx2(const struct rich_spot *s, uint64_t m
     return rich_sum_masked(res2, mask);
 }
 
+RICH_V3_INLINE __m256 dist2_8(__m256 px, __m256 py, __m256 x, __m256 y)
+{
+    __m256 dx = _mm256_sub_ps(x, px), dy = _mm256_sub_ps(y, py);
+    return _mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy));
+}
+
+/* The same bits as sqrt((px - x)^2 + (py - y)^2): a difference squares alike either way. */
 RICH_V3_INLINE __m256 dist8(__m256 px, __m256 py, __m256 x, __m256 y)
 {
-    __m256 dx = _mm256_sub_ps(px, x), dy = _mm256_sub_ps(py, y);
-    return _mm256_sqrt_ps(_mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy)));
+    return _mm256_sqrt_ps(dist2_8(px, py, x, y));
 }
 
 RICH_TARGET_V3 static uint64_t concyclic_avx2(const struct rich_spot *s, uint64_t alive, int a,
@@ -262,12 +268,6 @@ RICH_TARGET_V3 void rich_extremes_avx2(const struct rich_spot *s, uint64_t alive
         idx = _mm256_blendv_epi8(idx, _mm256_set1_epi32(h), _mm256_castps_si256(more));
     }
     _mm256_storeu_si256((__m256i *)(void *)ext, idx);
-}
-
-RICH_V3_INLINE __m256 dist2_8(__m256 px, __m256 py, __m256 x, __m256 y)
-{
-    __m256 dx = _mm256_sub_ps(x, px), dy = _mm256_sub_ps(y, py);
-    return _mm256_add_ps(_mm256_mul_ps(dx, dx), _mm256_mul_ps(dy, dy));
 }
 
 /* farthest_portable(), eight hits a step: each lane keeps its first largest (strictly larger
