@@ -382,11 +382,12 @@ static void print_node_stats(const struct evb_cli *c, uint32_t node, const struc
            ",\"bulks_resent\":%" PRIu64 ",\"bulks_dup\":%" PRIu64 ",\"bu_failures\":%" PRIu64
            ",\"ru_failures\":%" PRIu64 ",\"fenced\":%u,\"bulks_fenced\":%" PRIu64
            ",\"lease_waits\":%" PRIu64 ",\"bulks_in_doubt\":%" PRIu64
+           ",\"events_uncommitted\":%" PRIu64
            ",\"announce\":\"%s\",\"tx_Gbps\":%.3f,\"rx_Gbps\":%.3f}\n",
            node, secs, s->events_built, s->events_complete, s->events_incomplete, s->events_corrupt,
            s->frags_corrupt, s->bulks_sent, s->bulks_local, s->bulks_resent, s->bulks_dup,
            s->bu_failures, s->ru_failures, s->fenced, s->bulks_fenced, s->lease_waits,
-           s->bulks_in_doubt, sdd_evb_announce_name(s->announce),
+           s->bulks_in_doubt, s->events_uncommitted, sdd_evb_announce_name(s->announce),
            secs > 0 ? (double)s->bytes_sent * 8e-9 / secs : 0,
            secs > 0 ? (double)s->bytes_rx * 8e-9 / secs : 0);
     (void)c;

@@ -293,6 +293,8 @@ struct sdd_evb_stats {
     uint64_t bulks_fenced; /* bulks dropped, unbuilt, when this BU fenced itself */
     uint64_t bulks_in_doubt; /* delivered while a lease lapsed (a stall mid-delivery): their
                               * RUs may have re-sent them, built again elsewhere as RESENT */
+    uint64_t events_uncommitted; /* built and delivered, never committed, when this BU fenced:
+                                  * its consumers drop them, the survivors build them again */
     /* time */
     uint64_t start_ns, end_ns;       /* data phase, monotonic */
     uint64_t ru_busy_ns, bu_busy_ns; /* wall time spent in RU / BU work */

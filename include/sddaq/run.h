@@ -87,6 +87,9 @@ struct sdd_run_summary {
                                 read straight into a trigger: what its emulators sent */
     uint64_t built, complete, incomplete, corrupt; /* straight into a trigger: built = the
                                 events its event finder found (docs/run.md) */
+    uint64_t uncommitted;    /* of built: events a builder unit delivered and dropped uncommitted
+                                when it fenced itself (docs/evb.md), which the survivors built
+                                again; each built event counts once in built - uncommitted */
     bool found;              /* read straight into a trigger: no event builder; built counts
                                 found events, which may exceed generated */
     uint64_t kept, rejected; /* decisions of the process stages fed by the builder units */
@@ -99,11 +102,11 @@ struct sdd_run_summary {
     uint32_t nodes;          /* nodes whose figures are summed: 1, or every node on the
                                 coordinator of a multi-node run (the others sum their own) */
     bool node_ok;            /* this node's own part of the accounting (below) holds */
-    bool accounted;          /* generated == built (unless found); every built event a BU handed on was
-                                decided (kept, rejected or counted dropped) by the process
-                                stages fed by the BUs; every writer wrote, or counted as
-                                dropped, each event passed to it; and on a multi-node run,
-                                every event sent over a fabric link arrived */
+    bool accounted; /* generated == built - uncommitted (unless found); every built event a BU
+                       handed on was decided (kept, rejected or counted dropped) by the process
+                       stages fed by the BUs; every writer wrote, or counted as
+                       dropped, each event passed to it; and on a multi-node run,
+                       every event sent over a fabric link arrived */
     size_t nstages;
     struct sdd_run_stage_summary *stages;
 };

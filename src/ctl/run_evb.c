@@ -232,6 +232,7 @@ static void publish_evb(struct run_evb_node *e)
         atomic_store(&s->incomplete, now.events_incomplete);
         atomic_store(&s->corrupt, now.events_corrupt);
         atomic_store(&s->bytes_built, now.bytes_built);
+        atomic_store(&s->uncommitted, now.events_uncommitted);
     }
     run_evb_metrics_update(e, &now, was);
     *was = now;

@@ -11,7 +11,8 @@ enum {
     BU_ROOM_WAITS,
     BU_BULKS_FENCED,
     BU_FENCED,
-    BU_IN_DOUBT
+    BU_IN_DOUBT,
+    BU_UNCOMMITTED
 };
 
 struct family {
@@ -43,6 +44,10 @@ static const struct family bu_families[RUN_EVB_BU_METRICS] = {
     [BU_IN_DOUBT] = {"sddaq_bu_bulks_in_doubt_total",
                      "Bulks delivered across a stall: maybe built again elsewhere (RESENT).",
                      SDD_METRIC_COUNTER},
+    [BU_UNCOMMITTED] = {"sddaq_bu_events_uncommitted_total",
+                        "Events delivered, never committed, when this builder unit fenced: "
+                        "dropped unwritten, built again by the survivors.",
+                        SDD_METRIC_COUNTER},
 };
 
 static sdd_err add_all(sdd_metrics *m, const struct run_stage *s, const struct family *f, size_t nf,
@@ -86,5 +91,6 @@ void run_evb_metrics_update(struct run_evb_node *e, const struct sdd_evb_stats *
         sdd_metric_add(bu[BU_BULKS_FENCED], now->bulks_fenced - was->bulks_fenced);
         sdd_metric_set(bu[BU_FENCED], now->fenced);
         sdd_metric_add(bu[BU_IN_DOUBT], now->bulks_in_doubt - was->bulks_in_doubt);
+        sdd_metric_add(bu[BU_UNCOMMITTED], now->events_uncommitted - was->events_uncommitted);
     }
 }

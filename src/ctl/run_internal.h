@@ -129,6 +129,7 @@ struct run_stage {
     struct run_direct *direct;
     bool direct_fed; /* process: fed by such a source; its input is receive buffers */
     _Atomic uint64_t built, complete, incomplete, corrupt, generated, bytes_built; /* copies */
+    _Atomic uint64_t uncommitted; /* bu: built, dropped unwritten when it fenced (built again) */
     uint64_t evb_pub_ns;
     /* process */
     _Atomic uint64_t kept, rejected, tracks;
@@ -156,7 +157,7 @@ struct run_stage {
  * unit and a builder unit; the RU hands bulks for its own BU over by pointer). */
 /* Event-builder failure counters beside the stages' standard sets (run_evb_metrics.c). */
 #define RUN_EVB_RU_METRICS 2
-#define RUN_EVB_BU_METRICS 7
+#define RUN_EVB_BU_METRICS 8
 struct run_evb_metrics {
     sdd_metric *ru[RUN_EVB_RU_METRICS]; /* of the ru stage (NULL without one) */
     sdd_metric *bu[RUN_EVB_BU_METRICS]; /* of the bu stage */

@@ -424,11 +424,11 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
                 snprintf(s->reason, sizeof(s->reason), "node %s lost", r->cfg->nodes[i].name);
             }
         }
-        uint64_t v[13] = {0};
-        static const char *const keys[] = {"generated", "built",       "complete",  "incomplete",
-                                           "corrupt",   "kept",        "rejected",  "written",
-                                           "dropped",   "bytes_built", "node_ok",   "link_sent",
-                                           "link_received"};
+        uint64_t v[14] = {0};
+        static const char *const keys[] = {"generated",     "built",       "complete", "incomplete",
+                                           "corrupt",       "kept",        "rejected", "written",
+                                           "dropped",       "bytes_built", "node_ok",  "link_sent",
+                                           "link_received", "uncommitted"};
         bool ok = err == SDD_OK;
         for (size_t k = 0; ok && k < sizeof(v) / sizeof(v[0]); k++) {
             ok = json_u64(js, keys[k], &v[k]);
@@ -459,11 +459,13 @@ void run_remote_gather(struct sdd_run *r, struct sdd_run_summary *s)
         all_ok &= v[10] != 0;
         s->link_sent += v[11];
         s->link_received += v[12];
+        s->uncommitted += v[13];
         s->nodes++;
     }
     s->generated = generated;
-    /* Each node checks its own part; what crossed between them is only seen here. */
-    s->accounted = all_ok && generated > 0 && generated == s->built &&
+    /* Each node checks its own part; what crossed between them is only seen here. A fenced
+     * builder's uncommitted events were dropped unwritten and built again by the survivors. */
+    s->accounted = all_ok && generated > 0 && generated == s->built - s->uncommitted &&
                    s->link_sent == s->link_received;
 }
 

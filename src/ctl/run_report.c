@@ -54,6 +54,7 @@ void run_metrics_tick(struct sdd_run *r)
 
 struct totals {
     uint64_t generated, built, complete, incomplete, corrupt, kept, rejected, written, dropped;
+    uint64_t uncommitted; /* built by a BU that then fenced, and built again by the survivors */
     uint64_t dropped_bu, dropped_process;
     uint64_t bytes_built;
     uint64_t bu_sent, bu_received; /* built events that left, or came, over fabric links */
@@ -104,6 +105,7 @@ static void add_totals(struct sdd_run *r, struct totals *t)
             t->incomplete += atomic_load(&s->incomplete);
             t->corrupt += atomic_load(&s->corrupt);
             t->bytes_built += atomic_load(&s->bytes_built);
+            t->uncommitted += atomic_load(&s->uncommitted);
             break;
         case SDD_STAGE_PROCESS:
             if (s->first_decision && s->direct_fed) { /* a trigger finding the events */
@@ -185,6 +187,7 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
     out->run_number = r->run_number;
     out->generated = r->ndirect > 0 ? run_direct_sent(r) : t.generated;
     out->built = t.built;
+    out->uncommitted = t.uncommitted;
     out->complete = r->ndirect > 0 ? t.built : t.complete;
     out->found = r->ndirect > 0;
     out->incomplete = t.incomplete;
@@ -249,9 +252,9 @@ void run_summarize(struct sdd_run *r, struct sdd_run_summary *out)
     /* A node of a multi-node run sees only its part; the coordinator adds the others' later. */
     /* Read straight into a trigger, events are found, not built: a physical event whose
      * boards' packets straddle two receive buffers is found once in each (docs/run.md). */
-    out->accounted = r->multi || r->ndirect > 0
-                         ? out->node_ok
-                         : out->node_ok && t.generated > 0 && t.generated == t.built;
+    out->accounted = r->multi || r->ndirect > 0 ? out->node_ok
+                                                : out->node_ok && t.generated > 0 &&
+                                                      t.generated == t.built - t.uncommitted;
 }
 
 void sdd_run_summary_fini(struct sdd_run_summary *s)
@@ -278,15 +281,16 @@ static void print_json(FILE *f, const struct sdd_run_summary *s)
 {
     fprintf(f,
             "{\"status\":\"%s\",\"reason\":\"%s\",\"seconds\":%.3f,\"run_number\":%" PRIu64
-            ",\"generated\":%" PRIu64 ",\"built\":%" PRIu64 ",\"complete\":%" PRIu64
-            ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64 ",\"kept\":%" PRIu64
-            ",\"rejected\":%" PRIu64 ",\"written\":%" PRIu64 ",\"dropped\":%" PRIu64
-            ",\"bytes_built\":%" PRIu64 ",\"link_sent\":%" PRIu64 ",\"link_received\":%" PRIu64
-            ",\"events_per_s\":%.1f,\"nodes\":%u,\"node_ok\":%s,"
+            ",\"generated\":%" PRIu64 ",\"built\":%" PRIu64 ",\"uncommitted\":%" PRIu64
+            ",\"complete\":%" PRIu64 ",\"incomplete\":%" PRIu64 ",\"corrupt\":%" PRIu64
+            ",\"kept\":%" PRIu64 ",\"rejected\":%" PRIu64 ",\"written\":%" PRIu64
+            ",\"dropped\":%" PRIu64 ",\"bytes_built\":%" PRIu64 ",\"link_sent\":%" PRIu64
+            ",\"link_received\":%" PRIu64 ",\"events_per_s\":%.1f,\"nodes\":%u,\"node_ok\":%s,"
             "\"accounted\":%s,\"found\":%s,\"stages\":[",
             sdd_errname(s->status), s->reason, s->seconds, s->run_number, s->generated, s->built,
-            s->complete, s->incomplete, s->corrupt, s->kept, s->rejected, s->written, s->dropped,
-            s->bytes_built, s->link_sent, s->link_received, s->seconds > 0 ? (double)s->built / s->seconds : 0.0, s->nodes,
+            s->uncommitted, s->complete, s->incomplete, s->corrupt, s->kept, s->rejected,
+            s->written, s->dropped, s->bytes_built, s->link_sent, s->link_received,
+            s->seconds > 0 ? (double)s->built / s->seconds : 0.0, s->nodes,
             s->node_ok ? "true" : "false", s->accounted ? "true" : "false",
             s->found ? "true" : "false");
     for (size_t i = 0; i < s->nstages; i++) {
@@ -351,10 +355,16 @@ void sdd_run_summary_print(FILE *f, const struct sdd_run_summary *s, bool json)
                 g->name, sdd_stage_type_name(g->type), g->events_in, g->events_out,
                 (double)g->bytes_out / 1e6, g->dropped, g->errors, p50, p99, g->detail);
     }
-    fprintf(f, "  accounting: %" PRIu64 " generated, %" PRIu64 " %s, %" PRIu64
-               " decided (%" PRIu64 " kept), %" PRIu64 " written, %" PRIu64 " counted drops: %s\n",
-            s->generated, s->built, s->found ? "found" : "built once", s->kept + s->rejected,
-            s->kept, s->written, s->dropped,
+    char again[80] = "";
+    if (s->uncommitted > 0) {
+        snprintf(again, sizeof(again), " (and %" PRIu64 " again: a builder fenced)",
+                 s->uncommitted);
+    }
+    fprintf(f,
+            "  accounting: %" PRIu64 " generated, %" PRIu64 " %s%s, %" PRIu64 " decided (%" PRIu64
+            " kept), %" PRIu64 " written, %" PRIu64 " counted drops: %s\n",
+            s->generated, s->built - s->uncommitted, s->found ? "found" : "built once", again,
+            s->kept + s->rejected, s->kept, s->written, s->dropped,
             s->accounted ? "every event accounted for" : "MISMATCH");
     if (s->found) {
         /* The events of packets that never reached the event finder are in no count above. */

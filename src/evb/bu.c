@@ -44,6 +44,7 @@ struct evb_bu {
     uint64_t delivered;   /* bulks delivered (build calls): the delivery numbers */
     uint64_t acked;       /* the last delivery whose acknowledgements were staged */
     uint64_t committed;   /* deliveries no RU can re-send (sdd_evb_node_committed) */
+    uint64_t events_acked, events_committed; /* events built up to `acked`, `committed` */
     uint64_t doubt_ns;    /* acks of bulks in doubt left at this time; 0: none in doubt */
     bool lapsed;          /* a lease had lapsed before the staged acks were posted */
 };
@@ -195,6 +196,7 @@ static void build(struct sdd_evb_node *n, struct bu_set *s, bool timed_out)
     }
     bu->acks_staged += remote; /* they leave at the next flush: evb_bu_acks_left */
     bu->acked = delivery;
+    bu->events_acked = n->st.events_built;
     s->used = false;
     bu->nused--;
 }
@@ -373,6 +375,8 @@ void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k)
 void evb_bu_fence(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
+    /* Nothing more is delivered: the events past the mark stay uncommitted for good. */
+    n->st.events_uncommitted = n->st.events_built - bu->events_committed;
     for (uint32_t i = 0; i < bu->nsets; i++) {
         struct bu_set *s = &bu->sets[i];
         for (uint32_t r = 0; s->used && r < n->nru; r++) {
@@ -448,6 +452,7 @@ void evb_bu_acks_left(struct sdd_evb_node *n)
     }
     bu->doubt_ns = 0;
     bu->committed = bu->acked;
+    bu->events_committed = bu->events_acked;
 }
 
 uint64_t sdd_evb_node_committed(const sdd_evb_node *n)

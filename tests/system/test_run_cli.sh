@@ -137,7 +137,8 @@ for m in 'sddaq_ru_bu_failures_total{stage="ru0",node="local"} 0' \
     'sddaq_bu_ru_failures_total{stage="bu0",node="local"} 0' \
     'sddaq_bu_events_incomplete_total{stage="bu0",node="local"} 0' \
     'sddaq_bu_fenced{stage="bu0",node="local"} 0' \
-    'sddaq_bu_bulks_in_doubt_total{stage="bu0",node="local"} 0'; do
+    'sddaq_bu_bulks_in_doubt_total{stage="bu0",node="local"} 0' \
+    'sddaq_bu_events_uncommitted_total{stage="bu0",node="local"} 0'; do
     grep -qxF "$m" <<<"$metrics" || fail "http: metrics lack '$m'"
 done
 # Pause: after what was in flight, nothing more is built; resume: building goes on.
