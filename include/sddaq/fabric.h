@@ -103,6 +103,10 @@ SDD_API const struct sdd_ep_info *sdd_ep_info(const sdd_ep *ep);
  * a signal. Returns how many were removed. */
 SDD_API int sdd_fabric_release_shm_of(pid_t pid);
 
+/* shm (libfabric 1.17): spin locks found held inside this process's shm regions after a peer
+ * died, with nobody alive to release them, that this process released (docs/fabric.md). */
+SDD_API uint64_t sdd_fabric_shm_locks_released(void);
+
 /* ---- memory registration ------------------------------------------------------------------ */
 
 enum {

@@ -3,6 +3,8 @@
 #ifndef SDDAQ_FABRIC_EP_INTERNAL_H
 #define SDDAQ_FABRIC_EP_INTERNAL_H
 
+#include <sys/types.h>
+
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -82,6 +84,7 @@ struct sdd_peer {
     void *info;
     size_t info_len;
     char name[64];
+    pid_t shm_pid; /* shm: the peer's process, watched while it is a peer (0: none) */
     struct ep_chunk chunk;
 };
 
@@ -192,6 +195,12 @@ sdd_err ep_err_from_fi(int fi_rc);
 void ep_shm_remove_stale(void);
 /* shm: note the endpoint's region file after fi_enable, for sdd_ep_abandon(). */
 void ep_shm_note_region(sdd_ep *ep);
+
+/* shm: the PID in a peer's address ("PID:..."), or 0; watch it while it is a peer, so that a
+ * spin lock it dies holding is released (shm_lock.c). */
+pid_t ep_shm_name_pid(const void *addr, size_t len);
+void ep_shm_watch(pid_t pid);
+void ep_shm_unwatch(pid_t pid);
 /* The first component of a layered provider name is want: "tcp;ofi_rxm" is "tcp". */
 bool ep_core_name_is(const char *prov_name, const char *want);
 

@@ -167,9 +167,14 @@ static sdd_err make_peer(sdd_ep *ep, int fd, fi_addr_t addr, struct boot_hello *
     peer->info_len = theirs->info_len;
     theirs->info = NULL;
     snprintf(peer->name, sizeof(peer->name), "%s", name);
+    if (ep_core_name_is(ep->prov_name, "shm")) {
+        peer->shm_pid = ep_shm_name_pid(theirs->addr, theirs->addr_len);
+        ep_shm_watch(peer->shm_pid);
+    }
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP, .data.ptr = peer};
     if (epoll_ctl(ep->peer_epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
         SDD_ERROR("fabric", "epoll_ctl(peer): %s", strerror(errno));
+        ep_shm_unwatch(peer->shm_pid);
         free(peer->info);
         free(peer);
         return sdd_err_from_errno(errno);
@@ -397,6 +402,7 @@ void sdd_peer_close(sdd_peer *peer)
     if (!gone || !ep_core_name_is(ep->prov_name, "shm")) {
         fi_av_remove(ep->av, &peer->addr, 1, 0);
     }
+    ep_shm_unwatch(peer->shm_pid);
     ep->peers[peer->slot] = NULL;
     ep->npeers--;
     free(peer->info);

@@ -378,8 +378,9 @@ static void test_server_death(bool graceful, bool map_local)
 
 /* A client killed mid-sync. The server notices and goes on serving. On shm (libfabric 1.17)
  * the kill can land while the client holds a spin lock inside the server's shared region, and
- * the server's progress thread then spins inside the provider for good: the server must say
- * so (stats.stalled_ms) and close without hanging its caller. */
+ * the server's progress thread then spins inside the provider until sddaq's watch releases
+ * the lock (0.5 s, shm_lock.c). Should the watch not (another layout, a starved thread), the
+ * server must say so (stats.stalled_ms) and close without hanging its caller. */
 static void test_client_death(void)
 {
     struct sdd_rmem_opts o = opts_for_test();

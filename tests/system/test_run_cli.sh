@@ -94,11 +94,11 @@ built=$(field "$json" built)
 [ "$built" -gt 0 ] && [ $((built % 64)) = 0 ] || fail "timed: built $built not whole bulks"
 
 # 3. Ctrl-C ends a long run cleanly.
-"$sddaq" run -d 60 -q --no-http --json >"$dir/int.json" 2>/dev/null &
+"$sddaq" run -d 60 -q --no-http --json >"$dir/int.json" 2>"$dir/int.err" &
 bg=$!
 sleep 2
 kill -INT "$bg"
-wait "$bg" || fail "interrupted run exit $?: $(cat "$dir/int.json")"
+wait "$bg" || fail "interrupted run exit $?: $(cat "$dir/int.json" "$dir/int.err")"
 bg=
 json=$(cat "$dir/int.json")
 ok_run "$json" "interrupted"

@@ -1,0 +1,358 @@
+/* Spin locks that a dead process left held in libfabric's shm regions. shm (libfabric 1.17)
+ * guards each endpoint's shared region with a spin lock inside the region: the owner holds it
+ * while it progresses, a peer while it delivers to it. A process killed (SIGKILL) while it
+ * holds one leaves it held, and every thread that then delivers to that region, or progresses
+ * it, spins inside libfabric for good: fabric.failure.shm-nocma hung so in 1 of ~90 runs (a
+ * server killed in a stream of writes), and an rmem server's progress thread (docs/rmem.md).
+ *
+ * One watch thread per process waits on a pidfd per shm peer, at no cost while they live.
+ * After a death it samples the lock of every shm region this process maps (its peers' and its
+ * own endpoints') through a mapping of its own, which libfabric cannot take away meanwhile. A
+ * lock held in every sample for STUCK_MS has no live holder (shm's critical sections last
+ * microseconds) and is released. Only regions whose header matches the layout this was read
+ * from (libfabric 1.17: version 4, then the owner's PID, the lock at offset 24) are touched. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fabric/ep_internal.h"
+#include "sddaq/clock.h"
+#include "sddaq/log.h"
+
+#define REGION_VERSION 4  /* smr_region.version of libfabric 1.17 */
+#define REGION_PID_AT  4  /* int pid: the owner */
+#define REGION_LOCK_AT 24 /* pthread_spinlock_t lock */
+#define MAX_WATCHED    1024
+#define MAX_REGIONS    256
+#define SAMPLE_MS      5
+#define STUCK_MS       500  /* held in every sample this long: nobody alive holds it */
+#define WATCH_MS       3000 /* after the latest death */
+
+struct watched {
+    pid_t pid;
+    int fd; /* pidfd; -1 once the process ended */
+    unsigned refs;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pid_t owner; /* the process whose thread runs; 0: none (a fork's child starts its own) */
+    int wake;    /* eventfd: the table changed */
+    unsigned n;
+    struct watched w[MAX_WATCHED];
+} g = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
+
+static _Atomic uint64_t locks_released;
+
+/* The value glibc gives a free spin lock (1 on x86-64, where holders count it down). */
+static int free_lock_value(void)
+{
+    pthread_spinlock_t l; /* glibc: a volatile int */
+    pthread_spin_init(&l, PTHREAD_PROCESS_SHARED);
+    int v = l;
+    pthread_spin_destroy(&l);
+    return v;
+}
+
+/* One region mapped here, looked at through a page of our own. */
+struct region {
+    char name[96];
+    uint8_t *page;
+    unsigned held;       /* consecutive samples found held */
+    uint64_t held_since; /* the first of them */
+};
+
+/* "PID:..." after an optional "fi_shm://": the owner's PID, or 0. */
+static pid_t name_pid(const char *name)
+{
+    const char *p = strstr(name, "://");
+    p = p != NULL ? p + 3 : name;
+    char *end;
+    long pid = strtol(p, &end, 10);
+    return end != p && *end == ':' && pid > 0 ? (pid_t)pid : 0;
+}
+
+/* Map the first page of an shm region that /proc/self/maps shows at [lo, hi) under `path`:
+ * by name while it has one, else through map_files (a reaped peer's name is gone). */
+static uint8_t *map_region(const char *path, unsigned long lo, unsigned long hi)
+{
+    char alt[64];
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(alt, sizeof(alt), "/proc/self/map_files/%lx-%lx", lo, hi);
+        fd = open(alt, O_RDWR | O_CLOEXEC);
+    }
+    if (fd < 0) {
+        return NULL;
+    }
+    void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The shm regions this process maps, each with a page of our own: how many. */
+static unsigned find_regions(struct region *r, unsigned max)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (f == NULL) {
+        return 0;
+    }
+    unsigned n = 0;
+    char line[512];
+    while (n < max && fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        char *path = strstr(line, " /dev/shm/");
+        if (path == NULL || sscanf(line, "%lx-%lx", &lo, &hi) != 2 || hi - lo < 4096) {
+            continue;
+        }
+        path++;
+        path[strcspn(path, " \n")] = '\0'; /* drops " (deleted)" */
+        const char *base = path + strlen("/dev/shm/");
+        pid_t owner = name_pid(base);
+        bool seen = false;
+        for (unsigned i = 0; i < n && !seen; i++) {
+            seen = strcmp(r[i].name, base) == 0;
+        }
+        if (owner == 0 || seen || strlen(base) >= sizeof(r[n].name)) {
+            continue;
+        }
+        uint8_t *page = map_region(path, lo, hi);
+        int pid_field;
+        if (page != NULL) {
+            memcpy(&pid_field, page + REGION_PID_AT, sizeof(pid_field));
+        }
+        if (page == NULL || page[0] != REGION_VERSION || pid_field != owner) {
+            if (page != NULL) {
+                munmap(page, 4096); /* not a layout this knows */
+            }
+            continue;
+        }
+        snprintf(r[n].name, sizeof(r[n].name), "%s", base);
+        r[n].page = page;
+        r[n].held = 0;
+        n++;
+    }
+    fclose(f);
+    return n;
+}
+
+/* One look at every region's lock: release those found held in every look for STUCK_MS, and
+ * in at least half the looks that many SAMPLE_MS make (a watch thread kept off the CPU for
+ * long saw too little to tell). */
+static void sample_locks(struct region *r, unsigned n, int free_value)
+{
+    uint64_t now = sdd_now_ns();
+    for (unsigned i = 0; i < n; i++) {
+        _Atomic int *lock = (_Atomic int *)(void *)(r[i].page + REGION_LOCK_AT);
+        if (atomic_load_explicit(lock, memory_order_relaxed) == free_value) {
+            r[i].held = 0;
+        } else if (r[i].held++ == 0) {
+            r[i].held_since = now;
+        } else if (r[i].held >= STUCK_MS / SAMPLE_MS / 2 &&
+                   now - r[i].held_since >= STUCK_MS * SDD_NS_PER_MS) {
+            atomic_store_explicit(lock, free_value, memory_order_release);
+            atomic_fetch_add(&locks_released, 1);
+            r[i].held = 0;
+            SDD_WARN("fabric",
+                     "shm region %s: its lock was held for %d ms after a peer died; released "
+                     "(the holder died holding it)",
+                     r[i].name, STUCK_MS);
+        }
+    }
+}
+
+/* Whether a watched process ended since the last look (its pidfd is readable). */
+static bool any_died(void)
+{
+    bool died = false;
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; i < g.n; i++) {
+        struct pollfd one = {.fd = g.w[i].fd, .events = POLLIN};
+        if (one.fd >= 0 && poll(&one, 1, 0) == 1) {
+            close(one.fd);
+            g.w[i].fd = -1;
+            died = true;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return died;
+}
+
+static void unmap_regions(struct region *r, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        munmap(r[i].page, 4096);
+    }
+}
+
+/* Idle, it waits for a pidfd or a change of the table. For WATCH_MS after each death it
+ * samples the locks every SAMPLE_MS, looking again for regions after every death. */
+static void *watch_thread(void *arg)
+{
+    (void)arg;
+    static struct pollfd fds[MAX_WATCHED + 1];
+    static struct region r[MAX_REGIONS];
+    unsigned nr = 0;
+    int free_value = free_lock_value();
+    uint64_t watch_end = 0;
+    for (;;) {
+        pthread_mutex_lock(&g.mu);
+        unsigned n = 0;
+        fds[n++] = (struct pollfd){.fd = g.wake, .events = POLLIN};
+        for (unsigned i = 0; i < g.n; i++) {
+            if (g.w[i].fd >= 0) {
+                fds[n++] = (struct pollfd){.fd = g.w[i].fd, .events = POLLIN};
+            }
+        }
+        pthread_mutex_unlock(&g.mu);
+        int rc = poll(fds, n, watch_end != 0 ? SAMPLE_MS : -1);
+        if (rc < 0 && errno != EINTR) {
+            return NULL;
+        }
+        uint64_t v;
+        if (rc > 0 && (fds[0].revents & POLLIN) && read(g.wake, &v, sizeof(v)) < 0) {
+            continue;
+        }
+        /* Asked again under the lock: a pidfd polled above may have been closed since (its
+         * peer closed) and its number taken by a new one. */
+        if (any_died()) {
+            unmap_regions(r, nr);
+            nr = find_regions(r, MAX_REGIONS);
+            watch_end = sdd_now_ns() + WATCH_MS * SDD_NS_PER_MS;
+            SDD_DEBUG("fabric", "an shm peer ended: watching the locks of %u shm regions", nr);
+        }
+        if (watch_end != 0 && sdd_now_ns() >= watch_end) {
+            unmap_regions(r, nr);
+            nr = 0;
+            watch_end = 0;
+        }
+        sample_locks(r, nr, free_value);
+    }
+}
+
+static void lock_before_fork(void)
+{
+    pthread_mutex_lock(&g.mu);
+}
+
+static void unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* A fork's child has no watch thread: it starts its own, on a table of its own. */
+static void reset_in_child(void)
+{
+    for (unsigned i = 0; i < g.n; i++) {
+        if (g.w[i].fd >= 0) {
+            close(g.w[i].fd);
+        }
+    }
+    if (g.wake >= 0) {
+        close(g.wake);
+    }
+    g.n = 0;
+    g.wake = -1;
+    g.owner = 0;
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* Called with g.mu held. */
+static bool start_thread(void)
+{
+    static bool atfork_set;
+    if (g.owner == getpid()) {
+        return true;
+    }
+    if (!atfork_set) {
+        pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
+        atfork_set = true;
+    }
+    g.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    bool ok = g.wake >= 0 && pthread_create(&t, &attr, watch_thread, NULL) == 0;
+    pthread_attr_destroy(&attr);
+    if (!ok) {
+        SDD_WARN("fabric", "no shm lock watch: %s", strerror(errno));
+        if (g.wake >= 0) {
+            close(g.wake);
+            g.wake = -1;
+        }
+        return false;
+    }
+    g.owner = getpid();
+    return true;
+}
+
+static void wake_thread(void)
+{
+    uint64_t one = 1;
+    if (g.wake >= 0 && write(g.wake, &one, sizeof(one)) < 0) {
+        return; /* the counter is full: the thread wakes anyway */
+    }
+}
+
+pid_t ep_shm_name_pid(const void *addr, size_t len)
+{
+    char name[64];
+    len = len < sizeof(name) - 1 ? len : sizeof(name) - 1;
+    memcpy(name, addr, len);
+    name[len] = '\0';
+    return name_pid(name);
+}
+
+void ep_shm_watch(pid_t pid)
+{
+    if (pid == 0 || pid == getpid()) {
+        return;
+    }
+    pthread_mutex_lock(&g.mu);
+    if (start_thread()) {
+        unsigned i = 0;
+        while (i < g.n && g.w[i].pid != pid) {
+            i++;
+        }
+        if (i < g.n) {
+            g.w[i].refs++;
+        } else if (g.n < MAX_WATCHED) {
+            int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+            g.w[g.n++] = (struct watched){.pid = pid, .fd = fd, .refs = 1};
+            wake_thread();
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+void ep_shm_unwatch(pid_t pid)
+{
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; pid != 0 && g.owner == getpid() && i < g.n; i++) {
+        if (g.w[i].pid == pid && --g.w[i].refs == 0) {
+            if (g.w[i].fd >= 0) {
+                close(g.w[i].fd);
+            }
+            g.w[i] = g.w[--g.n];
+            wake_thread();
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
+uint64_t sdd_fabric_shm_locks_released(void)
+{
+    return atomic_load(&locks_released);
+}
