@@ -9,7 +9,8 @@
  * After a death it samples the lock of every shm region this process maps (its peers' and its
  * own endpoints') through a mapping of its own, which libfabric cannot take away meanwhile. A
  * lock held in every sample for STUCK_MS has no live holder (shm's critical sections last
- * microseconds) and is released. Only regions whose header matches the layout this was read
+ * microseconds) and is released, unless a live peer or the owner is stopped (SIGSTOP, a
+ * debugger): such a holder comes back. Only regions whose header matches the layout this was read
  * from (libfabric 1.17: version 4, then the owner's PID, the lock at offset 24) are touched. */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +68,7 @@ static int free_lock_value(void)
 /* One region mapped here, looked at through a page of our own. */
 struct region {
     char name[96];
+    pid_t owner;
     uint8_t *page;
     unsigned held;       /* consecutive samples found held */
     uint64_t held_since; /* the first of them */
@@ -138,6 +140,7 @@ static unsigned find_regions(struct region *r, unsigned max)
             continue;
         }
         snprintf(r[n].name, sizeof(r[n].name), "%s", base);
+        r[n].owner = owner;
         r[n].page = page;
         r[n].held = 0;
         n++;
@@ -146,9 +149,41 @@ static unsigned find_regions(struct region *r, unsigned max)
     return n;
 }
 
+/* A process's state letter from /proc (R, S, T, Z, ...), or 0 when it is gone. */
+static char proc_state(pid_t pid)
+{
+    char path[40], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
+    return p != NULL && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Whether a stopped (SIGSTOP, a debugger) live process could be what holds a lock: a watched
+ * peer, or the region's owner. Such a holder comes back; its lock is not released. */
+static bool holder_may_be_stopped(pid_t owner)
+{
+    char st = proc_state(owner);
+    bool stopped = st == 'T' || st == 't';
+    bool owner_gone = st == 0 || st == 'Z' || st == 'X';
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; !stopped && !owner_gone && i < g.n; i++) {
+        st = g.w[i].fd >= 0 ? proc_state(g.w[i].pid) : 0;
+        stopped = st == 'T' || st == 't';
+    }
+    pthread_mutex_unlock(&g.mu);
+    return stopped;
+}
+
 /* One look at every region's lock: release those found held in every look for STUCK_MS, and
  * in at least half the looks that many SAMPLE_MS make (a watch thread kept off the CPU for
- * long saw too little to tell). */
+ * long saw too little to tell), unless a stopped process may hold it. A dead owner's region
+ * is released whoever else is stopped: nothing reads it any more. */
 static void sample_locks(struct region *r, unsigned n, int free_value)
 {
     uint64_t now = sdd_now_ns();
@@ -160,9 +195,12 @@ static void sample_locks(struct region *r, unsigned n, int free_value)
             r[i].held_since = now;
         } else if (r[i].held >= STUCK_MS / SAMPLE_MS / 2 &&
                    now - r[i].held_since >= STUCK_MS * SDD_NS_PER_MS) {
+            r[i].held = 0;
+            if (holder_may_be_stopped(r[i].owner)) {
+                continue; /* looked at again after another STUCK_MS */
+            }
             atomic_store_explicit(lock, free_value, memory_order_release);
             atomic_fetch_add(&locks_released, 1);
-            r[i].held = 0;
             SDD_WARN("fabric",
                      "shm region %s: its lock was held for %d ms after a peer died; released "
                      "(the holder died holding it)",
