@@ -92,22 +92,16 @@ check "kill BU: all complete" test "$(field "$work/k.json" complete)" = 60000
 #     the survivor's completions (1 launch in 3 ended with an error) until writes went out in
 #     injected pieces (docs/fabric.md): now every launch must build every event.
 #     A kill that lands while the BU holds a spinlock of libfabric 1.17's shm provider (its own
-#     region's, or a peer's it was posting to) wedges every node that posts there, for good
-#     (docs/evb.md, "shm and SIGKILL"): that is the provider's, and no launch can finish. Seen
-#     in 1 launch of 20 here with a busy CPU beside it. Such a launch runs out its timeout and
-#     runs once more; one wedge in the section is allowed, a second fails it.
-wedged=0
+#     region's, or a peer's it was posting to) wedged every node that posted there, for good
+#     (docs/evb.md, "shm and SIGKILL"; 1 launch of 20 here with a busy CPU beside it, which this
+#     section then allowed once). sddaq's shm lock watch releases such a lock 0.5 s after the
+#     death (docs/fabric.md; 2 launches of 44 needed it, none wedged): now none may wedge.
 for k in 1 2 3; do # each failure mode hit 1 launch in 3 or more before: three catch most
-    for try in 1 2; do
-        FI_SHM_DISABLE_CMA=1 SDDAQ_LOG=fabric=info,warn timeout 90 "$sddaq" evb launch -n 5 \
-            -p shm --roles ru,ru,bu,bu,bu -e 45000 -b 20 -c 3 -r 15000 --kill 3 \
-            --kill-after 11000 --verify header --json >"$work/kn.json" 2>"$work/kn.err"
-        rc=$?
-        [ $rc -eq 124 ] || break
-        wedged=$((wedged + 1))
-        echo "kill BU, shm without CMA ($k): launch wedged (try $try), once more" >&2
-    done
-    check "kill BU, shm without CMA ($k): ends" test $rc -ne 124
+    FI_SHM_DISABLE_CMA=1 SDDAQ_LOG=fabric=info,warn timeout 90 "$sddaq" evb launch -n 5 \
+        -p shm --roles ru,ru,bu,bu,bu -e 45000 -b 20 -c 3 -r 15000 --kill 3 \
+        --kill-after 11000 --verify header --json >"$work/kn.json" 2>"$work/kn.err"
+    rc=$?
+    check "kill BU, shm without CMA ($k): ends (no launch wedged in the provider)" test $rc -ne 124
     check "kill BU, shm without CMA ($k): no node crashed" \
         bash -c "! grep -q 'died of signal' '$work/kn.err'"
     check "kill BU, shm without CMA ($k): none twice" test "$(field "$work/kn.json" dup)" = 0
@@ -119,7 +113,6 @@ for k in 1 2 3; do # each failure mode hit 1 launch in 3 or more before: three c
     check "kill BU, shm without CMA ($k): killed node's regions removed" \
         all_gone "$left"
 done
-check "kill BU, shm without CMA: at most one launch wedged in the provider" test $wedged -le 1
 
 # 3c. A launcher that is itself killed (a timeout, as above) takes its nodes with it: before,
 #     they ran on, and over shm a node waiting on a dead peer spins a CPU until someone kills it.
