@@ -174,7 +174,10 @@ extern const struct rich_kern rich_kern_portable;
 extern const struct rich_kern rich_kern_avx512; /* only where rich_avx512_supported() */
 extern const struct rich_kern rich_kern_avx2;   /* only where rich_avx2_supported() */
 #ifdef RICH_HAVE_V3
-/* Ptolemy's AVX2 steps, which the AVX-512 kernels share (eight directions fill 8 lanes). */
+/* AVX2 steps the AVX-512 kernels share: Ptolemy's (eight directions fill 8 lanes) and the
+ * hit assignment (a ring per step, eight hits in the lanes). */
+void rich_assign_avx2(const struct rich_spot *s, uint64_t all, const struct rich_cand *r,
+                      unsigned k, float window, uint64_t *own);
 void rich_extremes_avx2(const struct rich_spot *s, uint64_t alive, int ext[RICH_NDIR]);
 int rich_farthest_avx2(const struct rich_spot *s, uint64_t alive, int a, int b);
 #endif

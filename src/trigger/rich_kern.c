@@ -1,7 +1,8 @@
 /* The ring finder's per-hit kernels for AVX-512, with the same results as the portable ones
  * of rich_fit_core.h (the same float operations in the same order: 16 lanes, then the fixed
- * tree); Ptolemy's concyclic test in both builds, and its extremes and farthest-hit search in
- * the portable one (the AVX-512 build takes the AVX2 ones of rich_kern_avx2.c). */
+ * tree); Ptolemy's concyclic test in both builds, and its extremes and farthest-hit search and
+ * the hit assignment in the portable one (the AVX-512 build takes the AVX2 ones of
+ * rich_kern_avx2.c). */
 #include <math.h>
 
 #include "trigger/rich_fit_core.h"
@@ -234,8 +235,8 @@ RICH_TARGET_V4 static uint64_t concyclic_avx512(const struct rich_spot *s, uint6
     return sel & alive;
 }
 
-const struct rich_kern rich_kern_avx512 = {on_circle_avx512,  moments_avx512,  residuals_avx512,
-                                           concyclic_avx512,  assign_portable, rich_extremes_avx2,
+const struct rich_kern rich_kern_avx512 = {on_circle_avx512,  moments_avx512,   residuals_avx512,
+                                           concyclic_avx512,  rich_assign_avx2, rich_extremes_avx2,
                                            rich_farthest_avx2};
 #else
 const struct rich_kern rich_kern_avx512 = {on_circle_portable, moments_portable, residuals_portable,

@@ -220,9 +220,9 @@ RICH_TARGET_V3 static uint64_t concyclic_avx2(const struct rich_spot *s, uint64_
 
 /* assign_portable(), eight hits a step: each ring's residual in every lane, the lane keeps the
  * first ring with the smallest (the same strict comparison in the same ring order). */
-RICH_TARGET_V3 static void assign_avx2(const struct rich_spot *s, uint64_t all,
-                                       const struct rich_cand *r, unsigned k, float window,
-                                       uint64_t *own)
+RICH_TARGET_V3 void rich_assign_avx2(const struct rich_spot *s, uint64_t all,
+                                     const struct rich_cand *r, unsigned k, float window,
+                                     uint64_t *own)
 {
     for (unsigned j = 0; j < k; j++) {
         own[j] = 0;
@@ -310,7 +310,7 @@ RICH_TARGET_V3 int rich_farthest_avx2(const struct rich_spot *s, uint64_t alive,
     return _mm256_cvtsi256_si32(at);
 }
 
-const struct rich_kern rich_kern_avx2 = {on_circle_avx2,    moments_avx2, residuals_avx2,
-                                         concyclic_avx2,    assign_avx2,  rich_extremes_avx2,
+const struct rich_kern rich_kern_avx2 = {on_circle_avx2,    moments_avx2,     residuals_avx2,
+                                         concyclic_avx2,    rich_assign_avx2, rich_extremes_avx2,
                                          rich_farthest_avx2};
 #endif
