@@ -29,8 +29,7 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
          * inside one ring when rings overlap). A hit is often the extreme of neighbouring
          * directions: B and C are looked for once per A. */
         int tri[2 * RICH_NDIR][3];
-        uint64_t sels[2 * RICH_NDIR];
-        int counts[2 * RICH_NDIR], ncand = 0;
+        bool ok[2 * RICH_NDIR];
         for (int k = 0; k < 2 * RICH_NDIR; k++) {
             int a = ext[k % RICH_NDIR], b = -1, c = -1;
             if (k < RICH_NDIR) {
@@ -49,26 +48,50 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
             tri[k][0] = a;
             tri[k][1] = b;
             tri[k][2] = c;
-            if (a < 0 || b < 0 || c < 0 || a == b || b == c || a == c) {
+            ok[k] = a >= 0 && b >= 0 && c >= 0 && a != b && b != c && a != c;
+        }
+        /* The sides of every triplet in one loop, so that the square roots overlap (one
+         * triplet at a time, each waited for the last one's concyclic test). */
+        float dist[2 * RICH_NDIR][3];
+        for (int k = 0; k < 2 * RICH_NDIR; k++) {
+            int a = ok[k] ? tri[k][0] : 0, b = ok[k] ? tri[k][1] : 0, c = ok[k] ? tri[k][2] : 0;
+            dist[k][0] = distance(s, a, b);
+            dist[k][1] = distance(s, a, c);
+            dist[k][2] = distance(s, b, c);
+        }
+        uint64_t sels[2 * RICH_NDIR];
+        int counts[2 * RICH_NDIR], ncand = 0;
+        for (int k = 0; k < 2 * RICH_NDIR; k++) {
+            if (!ok[k]) {
                 continue;
             }
-            float dist[3] = {distance(s, a, b), distance(s, a, c), distance(s, b, c)};
-            uint64_t sel = f->kern->concyclic(s, alive, a, b, c, dist, f->opts.ptolemy_eps);
-            sel |= (1ull << a) | (1ull << b) | (1ull << c);
+            uint64_t sel = f->kern->concyclic(s, alive, tri[k][0], tri[k][1], tri[k][2], dist[k],
+                                              f->opts.ptolemy_eps);
+            sel |= (1ull << tri[k][0]) | (1ull << tri[k][1]) | (1ull << tri[k][2]);
             int n = (int)rich_popcount64(sel);
             if (n >= f->opts.threshold) {
                 sels[ncand] = sel;
                 counts[ncand++] = n;
             }
         }
-        /* Most concyclic hits first; the first candidate that refines into a ring wins. */
+        /* Most concyclic hits first; the first candidate that refines into a ring wins (the
+         * refinement depends on the hits alone: hits that failed once fail again). */
         bool got = false;
+        uint64_t failed[2 * RICH_NDIR];
+        int nfailed = 0;
         while (!got && ncand > 0) {
             int bi = 0;
             for (int i = 1; i < ncand; i++) {
                 bi = counts[i] > counts[bi] ? i : bi;
             }
-            got = rich_refine(f, s, alive, sels[bi], 0, &out[found]);
+            bool seen = false;
+            for (int i = 0; i < nfailed && !seen; i++) {
+                seen = failed[i] == sels[bi];
+            }
+            got = !seen && rich_refine(f, s, alive, sels[bi], 0, &out[found]);
+            if (!got && !seen) {
+                failed[nfailed++] = sels[bi];
+            }
             sels[bi] = sels[ncand - 1];
             counts[bi] = counts[ncand - 1];
             ncand--;
