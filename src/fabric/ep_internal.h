@@ -196,9 +196,14 @@ void ep_shm_remove_stale(void);
 /* shm: note the endpoint's region file after fi_enable, for sdd_ep_abandon(). */
 void ep_shm_note_region(sdd_ep *ep);
 
+/* shm: the region name in an address (without the "fi_shm://" some versions put in front). */
+const char *ep_shm_name_base(const char *name);
 /* shm: the PID in a peer's address ("PID:..."), or 0; watch it while it is a peer, so that a
  * spin lock it dies holding is released (shm_lock.c). */
 pid_t ep_shm_name_pid(const void *addr, size_t len);
+/* /proc/PID/stat (pid 0: this process's) read into buf: the fields after the command name,
+ * from the state letter on ("S 1 ..."), or NULL when the process is gone (shm_name.c). */
+const char *ep_proc_stat(pid_t pid, char *buf, size_t size);
 void ep_shm_watch(pid_t pid);
 void ep_shm_unwatch(pid_t pid);
 /* The first component of a layered provider name is want: "tcp;ofi_rxm" is "tcp". */

@@ -74,16 +74,6 @@ struct region {
     uint64_t held_since; /* the first of them */
 };
 
-/* "PID:..." after an optional "fi_shm://": the owner's PID, or 0. */
-static pid_t name_pid(const char *name)
-{
-    const char *p = strstr(name, "://");
-    p = p != NULL ? p + 3 : name;
-    char *end;
-    long pid = strtol(p, &end, 10);
-    return end != p && *end == ':' && pid > 0 ? (pid_t)pid : 0;
-}
-
 /* Map the first page of an shm region that /proc/self/maps shows at [lo, hi) under `path`:
  * by name while it has one, else through map_files (a reaped peer's name is gone). */
 static uint8_t *map_region(const char *path, unsigned long lo, unsigned long hi)
@@ -120,7 +110,7 @@ static unsigned find_regions(struct region *r, unsigned max)
         path++;
         path[strcspn(path, " \n")] = '\0'; /* drops " (deleted)" */
         const char *base = path + strlen("/dev/shm/");
-        pid_t owner = name_pid(base);
+        pid_t owner = ep_shm_name_pid(base, strlen(base));
         bool seen = false;
         for (unsigned i = 0; i < n && !seen; i++) {
             seen = strcmp(r[i].name, base) == 0;
@@ -152,16 +142,9 @@ static unsigned find_regions(struct region *r, unsigned max)
 /* A process's state letter from /proc (R, S, T, Z, ...), or 0 when it is gone. */
 static char proc_state(pid_t pid)
 {
-    char path[40], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (f != NULL) {
-        fclose(f);
-    }
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command name may hold anything */
-    return p != NULL && p[1] == ' ' ? p[2] : 0;
+    char buf[512];
+    const char *fields = ep_proc_stat(pid, buf, sizeof(buf));
+    return fields != NULL ? fields[0] : 0;
 }
 
 /* Whether a stopped (SIGSTOP, a debugger) live process could be what holds a lock: a watched
@@ -341,15 +324,6 @@ static void wake_thread(void)
     if (g.wake >= 0 && write(g.wake, &one, sizeof(one)) < 0) {
         return; /* the counter is full: the thread wakes anyway */
     }
-}
-
-pid_t ep_shm_name_pid(const void *addr, size_t len)
-{
-    char name[64];
-    len = len < sizeof(name) - 1 ? len : sizeof(name) - 1;
-    memcpy(name, addr, len);
-    name[len] = '\0';
-    return name_pid(name);
 }
 
 void ep_shm_watch(pid_t pid)

@@ -25,24 +25,17 @@
 static time_t process_start(void)
 {
     unsigned long long start_ticks = 0;
-    FILE *f = fopen("/proc/self/stat", "r");
-    if (f == NULL) {
-        return 0;
-    }
-    /* Field 22 is starttime; field 2 (comm) may hold spaces, so start after its ')'. */
     char buf[1024];
-    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');
-    if (p == NULL || sscanf(p + 2,
-                            "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-                            "%*d %*d %*d %*d %llu",
-                            &start_ticks) != 1) {
+    const char *fields = ep_proc_stat(0, buf, sizeof(buf));
+    /* Field 22 is starttime; fields holds the third on. */
+    if (fields == NULL || sscanf(fields,
+                                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+                                 "%*d %*d %*d %*d %llu",
+                                 &start_ticks) != 1) {
         return 0;
     }
     unsigned long long btime = 0;
-    f = fopen("/proc/stat", "r");
+    FILE *f = fopen("/proc/stat", "r");
     if (f == NULL) {
         return 0;
     }
@@ -125,8 +118,7 @@ void ep_shm_note_region(sdd_ep *ep)
     if (fi_getname(&ep->fid->fid, name, &len) != 0) {
         return;
     }
-    const char *base = strstr(name, "://");
-    base = base != NULL ? base + 3 : name;
+    const char *base = ep_shm_name_base(name);
     char path[sizeof(ep->shm_region)];
     struct stat st;
     int n = snprintf(path, sizeof(path), "/dev/shm/%s", base);
