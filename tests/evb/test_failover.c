@@ -403,6 +403,28 @@ static void all_tests(void)
     test_kill_ru();
 }
 
+/* Over shm, a process stopped at a random moment may be holding a spin lock inside a peer's
+ * shared region (libfabric 1.17), and every other poster then spins until it runs again: a
+ * SIGSTOP at a random moment wedged 1 run of 36 here (session 20), 1 of 13 in session 32. A
+ * killed one's lock is released by the shm lock watch (session 31, shm_lock.c), and a node that
+ * stops itself in its delivery code holds no lock: these run by default; SDDAQ_EVB_SHM_KILL=1
+ * adds the random SIGSTOPs. Bulks read without cross-memory attach are the exception the
+ * builder warns about (docs/evb.md): a read from a peer killed at a random moment can hold the
+ * reader's completions (an RU kill left its BU silent past dead_ms, 1 run of 12). */
+static void shm_tests(void)
+{
+    bool kills = transfer != SDD_EVB_TRANSFER_READ || sdd_shm_has_cma();
+    if (kills) {
+        test_kill_bu();
+    }
+    self_stop_tests();
+    if (kills) {
+        test_kill_ru();
+    } else {
+        printf("bulks read without cross-memory attach: no kills at random moments\n");
+    }
+}
+
 int main(int argc, char **argv)
 {
     et_init(argc, argv);
@@ -410,14 +432,9 @@ int main(int argc, char **argv)
     if (!shm || getenv("SDDAQ_EVB_SHM_KILL") != NULL) {
         et_each_transfer(&transfer, all_tests);
     } else {
-        /* libfabric 1.17 shm guards each process's shared region with a spinlock; a process
-         * stopped or killed while it holds one (its own, or a peer's it was posting to) makes
-         * every other poster spin until it runs again, or forever. Signals at a random moment
-         * wedged 1 run of 36 here (session 20); a node that stops itself in its delivery code
-         * holds no lock. SDDAQ_EVB_SHM_KILL=1 runs every case. Without cross-memory attach
-         * this runs since writes go out in injected pieces (session 21, docs/fabric.md). */
-        printf("shm: only the failures inside a delivery (SDDAQ_EVB_SHM_KILL=1: all)\n");
-        et_each_transfer(&transfer, self_stop_tests);
+        printf("shm: SIGKILLs and stops inside a delivery (SDDAQ_EVB_SHM_KILL=1: random SIGSTOPs "
+               "too)\n");
+        et_each_transfer(&transfer, shm_tests);
     }
     return check_finish();
 }
