@@ -198,8 +198,10 @@ void ep_shm_note_region(sdd_ep *ep);
 
 /* shm: the region name in an address (without the "fi_shm://" some versions put in front). */
 const char *ep_shm_name_base(const char *name);
-/* shm: the PID in a peer's address ("PID:..."), or 0; watch it while it is a peer, so that a
- * spin lock it dies holding is released (shm_lock.c). */
+/* shm: the PID that leads a region name ("PID:...", after an optional "fi_shm://"), or 0;
+ * ep_shm_name_pid() the same of a peer's address (not NUL-terminated). Watch it while it is a
+ * peer, so that a spin lock it dies holding is released (shm_lock.c). */
+pid_t ep_shm_name_owner(const char *name);
 pid_t ep_shm_name_pid(const void *addr, size_t len);
 /* /proc/PID/stat (pid 0: this process's) read into buf: the fields after the command name,
  * from the state letter on ("S 1 ..."), or NULL when the process is gone (shm_name.c). */

@@ -110,7 +110,7 @@ static unsigned find_regions(struct region *r, unsigned max)
         path++;
         path[strcspn(path, " \n")] = '\0'; /* drops " (deleted)" */
         const char *base = path + strlen("/dev/shm/");
-        pid_t owner = ep_shm_name_pid(base, strlen(base));
+        pid_t owner = ep_shm_name_owner(base);
         bool seen = false;
         for (unsigned i = 0; i < n && !seen; i++) {
             seen = strcmp(r[i].name, base) == 0;

@@ -12,8 +12,7 @@ const char *ep_shm_name_base(const char *name)
     return p != NULL ? p + 3 : name;
 }
 
-/* "PID:..." after an optional "fi_shm://": the owner's PID, or 0. */
-static pid_t name_owner(const char *name)
+pid_t ep_shm_name_owner(const char *name)
 {
     const char *p = ep_shm_name_base(name);
     char *end;
@@ -27,7 +26,7 @@ pid_t ep_shm_name_pid(const void *addr, size_t len)
     len = len < sizeof(name) - 1 ? len : sizeof(name) - 1;
     memcpy(name, addr, len);
     name[len] = '\0';
-    return name_owner(name);
+    return ep_shm_name_owner(name);
 }
 
 const char *ep_proc_stat(pid_t pid, char *buf, size_t size)
@@ -38,11 +37,8 @@ const char *ep_proc_stat(pid_t pid, char *buf, size_t size)
     } else {
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     }
-    FILE *f = fopen(path, "r");
-    if (f == NULL || size < 2) {
-        if (f != NULL) {
-            fclose(f);
-        }
+    FILE *f = size >= 2 ? fopen(path, "r") : NULL;
+    if (f == NULL) {
         return NULL;
     }
     size_t n = fread(buf, 1, size - 1, f);

@@ -410,7 +410,7 @@ static void all_tests(void)
  * stops itself in its delivery code holds no lock: these run by default; SDDAQ_EVB_SHM_KILL=1
  * adds the random SIGSTOPs. Bulks read without cross-memory attach are the exception the
  * builder warns about (docs/evb.md): a read from a peer killed at a random moment can hold the
- * reader's completions (an RU kill left its BU silent past dead_ms, 1 run of 12). */
+ * reader's completions (an RU kill left its BU silent past dead_ms in 3 runs of 12). */
 static void shm_tests(void)
 {
     bool kills = transfer != SDD_EVB_TRANSFER_READ || sdd_shm_has_cma();
