@@ -106,6 +106,9 @@ SDD_API int sdd_fabric_release_shm_of(pid_t pid);
 /* shm (libfabric 1.17): spin locks found held inside this process's shm regions after a peer
  * died, with nobody alive to release them, that this process released (docs/fabric.md). */
 SDD_API uint64_t sdd_fabric_shm_locks_released(void);
+/* shm: peer processes this process killed because one of them, stopped (SIGSTOP), held such a
+ * lock for SDDAQ_SHM_FENCE_MS (default 3000; 0: never) and so held up everyone else. */
+SDD_API uint64_t sdd_fabric_shm_peers_fenced(void);
 
 /* ---- memory registration ------------------------------------------------------------------ */
 

@@ -7,10 +7,45 @@
 
 #include "run_internal.h"
 #include "sddaq/clock.h"
+#include "sddaq/fabric.h"
+
+static double shm_locks_released(void *arg)
+{
+    (void)arg;
+    return (double)sdd_fabric_shm_locks_released();
+}
+
+static double shm_peers_fenced(void *arg)
+{
+    (void)arg;
+    return (double)sdd_fabric_shm_peers_fenced();
+}
+
+/* What this process's shm lock watch did (docs/fabric.md): a released lock means a peer died
+ * holding one; a fenced peer was killed, stopped while it held one up. */
+static sdd_err fabric_metrics_setup(struct sdd_run *r)
+{
+    struct sdd_label node = {"node", r->self->name};
+    sdd_metric *released, *fenced; /* read at each scrape, never set */
+    sdd_err err = sdd_metrics_callback(
+        r->metrics, SDD_METRIC_COUNTER, "sddaq_fabric_shm_locks_released_total",
+        "shm spin locks a dead peer left held, released by this process.", &node, 1,
+        shm_locks_released, NULL, &released);
+    if (err == SDD_OK) {
+        err = sdd_metrics_callback(
+            r->metrics, SDD_METRIC_COUNTER, "sddaq_fabric_shm_peers_fenced_total",
+            "Stopped peer processes this process killed: they held up an shm lock.", &node, 1,
+            shm_peers_fenced, NULL, &fenced);
+    }
+    return err;
+}
 
 sdd_err run_metrics_setup(struct sdd_run *r)
 {
     sdd_err err = sdd_runctl_register_metrics(r->rc, r->metrics);
+    if (err == SDD_OK) {
+        err = fabric_metrics_setup(r);
+    }
     for (size_t i = 0; i < r->n && err == SDD_OK; i++) {
         struct run_stage *s = &r->st[i];
         if (!s->local) {

@@ -11,11 +11,20 @@
  * lock held in every sample for STUCK_MS has no live holder (shm's critical sections last
  * microseconds) and is released, unless a live peer or the owner is stopped (SIGSTOP, a
  * debugger): such a holder comes back. Only regions whose header matches the layout this was read
- * from (libfabric 1.17: version 4, then the owner's PID, the lock at offset 24) are touched. */
+ * from (libfabric 1.17: version 4, then the owner's PID, the lock at offset 24) are touched.
+ *
+ * Fencing: a peer stopped for good (SIGSTOP) while it holds a lock wedges every process that
+ * posts to that region, or progresses it, and none of them can run the heartbeats that would
+ * give it up. So the watch also looks every STOP_CHECK_MS for a stopped peer, samples the
+ * locks while one is, and when a lock stays held for SDDAQ_SHM_FENCE_MS (default 3 s, 0: never)
+ * with a stopped peer that may hold it, kills the stopped peers (through their pidfds: no PID
+ * reuse) and releases the lock as for any death. A process under a debugger (ptrace stop) is
+ * never killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,7 +46,9 @@
 #define MAX_REGIONS    256
 #define SAMPLE_MS      5
 #define STUCK_MS       500  /* held in every sample this long: nobody alive holds it */
-#define WATCH_MS       3000 /* after the latest death */
+#define WATCH_MS       3000 /* after the latest death, or while a peer is stopped */
+#define STOP_CHECK_MS  250  /* while peers are watched: is one of them stopped? */
+#define FENCE_MS       3000 /* default SDDAQ_SHM_FENCE_MS */
 
 struct watched {
     pid_t pid;
@@ -54,6 +65,8 @@ static struct {
 } g = {.mu = PTHREAD_MUTEX_INITIALIZER, .wake = -1};
 
 static _Atomic uint64_t locks_released;
+static _Atomic uint64_t peers_fenced;
+static unsigned fence_ms; /* read when the watch thread starts; 0: never kill */
 
 /* The value glibc gives a free spin lock (1 on x86-64, where holders count it down). */
 static int free_lock_value(void)
@@ -72,6 +85,7 @@ struct region {
     uint8_t *page;
     unsigned held;       /* consecutive samples found held */
     uint64_t held_since; /* the first of them */
+    unsigned deferred;   /* consecutive STUCK_MS verdicts put off for a stopped holder */
 };
 
 /* Map the first page of an shm region that /proc/self/maps shows at [lo, hi) under `path`:
@@ -133,6 +147,7 @@ static unsigned find_regions(struct region *r, unsigned max)
         r[n].owner = owner;
         r[n].page = page;
         r[n].held = 0;
+        r[n].deferred = 0;
         n++;
     }
     fclose(f);
@@ -163,10 +178,53 @@ static bool holder_may_be_stopped(pid_t owner)
     return stopped;
 }
 
+static bool stopped_by_signal(pid_t pid)
+{
+    return proc_state(pid) == 'T'; /* 't' is a ptrace stop: a debugger, left alone */
+}
+
+/* Whether a watched peer is stopped by a signal now. */
+static bool any_stopped(void)
+{
+    bool stopped = false;
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; !stopped && i < g.n; i++) {
+        stopped = g.w[i].fd >= 0 && stopped_by_signal(g.w[i].pid);
+    }
+    pthread_mutex_unlock(&g.mu);
+    return stopped;
+}
+
+/* Kill every watched peer stopped by a signal: one of them holds the lock of region `name`,
+ * which has held up its posters for fence_ms. The pidfd names the very process watched. */
+static void fence_stopped_peers(const char *name)
+{
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; i < g.n; i++) {
+        if (g.w[i].fd < 0 || !stopped_by_signal(g.w[i].pid)) {
+            continue;
+        }
+        if (syscall(SYS_pidfd_send_signal, g.w[i].fd, SIGKILL, NULL, 0) != 0) {
+            SDD_WARN("fabric", "shm region %s: cannot kill stopped peer %d: %s", name,
+                     (int)g.w[i].pid, strerror(errno));
+            continue;
+        }
+        atomic_fetch_add(&peers_fenced, 1);
+        SDD_WARN("fabric",
+                 "shm region %s: its lock was held for %u ms while peer process %d was stopped "
+                 "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: "
+                 "never)",
+                 name, fence_ms, (int)g.w[i].pid);
+    }
+    pthread_mutex_unlock(&g.mu);
+}
+
 /* One look at every region's lock: release those found held in every look for STUCK_MS, and
  * in at least half the looks that many SAMPLE_MS make (a watch thread kept off the CPU for
  * long saw too little to tell), unless a stopped process may hold it. A dead owner's region
- * is released whoever else is stopped: nothing reads it any more. */
+ * is released whoever else is stopped: nothing reads it any more. Put off for a stopped
+ * holder for fence_ms in a row, the stopped peers are killed (the release follows their
+ * deaths). */
 static void sample_locks(struct region *r, unsigned n, int free_value)
 {
     uint64_t now = sdd_now_ns();
@@ -174,12 +232,17 @@ static void sample_locks(struct region *r, unsigned n, int free_value)
         _Atomic int *lock = (_Atomic int *)(void *)(r[i].page + REGION_LOCK_AT);
         if (atomic_load_explicit(lock, memory_order_relaxed) == free_value) {
             r[i].held = 0;
+            r[i].deferred = 0;
         } else if (r[i].held++ == 0) {
             r[i].held_since = now;
         } else if (r[i].held >= STUCK_MS / SAMPLE_MS / 2 &&
                    now - r[i].held_since >= STUCK_MS * SDD_NS_PER_MS) {
             r[i].held = 0;
             if (holder_may_be_stopped(r[i].owner)) {
+                if (fence_ms > 0 && ++r[i].deferred * STUCK_MS >= fence_ms) {
+                    r[i].deferred = 0;
+                    fence_stopped_peers(r[i].name);
+                }
                 continue; /* looked at again after another STUCK_MS */
             }
             atomic_store_explicit(lock, free_value, memory_order_release);
@@ -216,8 +279,48 @@ static void unmap_regions(struct region *r, unsigned n)
     }
 }
 
-/* Idle, it waits for a pidfd or a change of the table. For WATCH_MS after each death it
- * samples the locks every SAMPLE_MS, looking again for regions after every death. */
+/* The regions mapped now in place of r[0..n): a region still mapped keeps what the samples
+ * saw of its lock, so that looking again does not restart the clocks. Returns the new count. */
+static unsigned rescan_regions(struct region *r, unsigned n)
+{
+    static struct region fresh[MAX_REGIONS];
+    unsigned nf = find_regions(fresh, MAX_REGIONS);
+    for (unsigned i = 0; i < nf; i++) {
+        for (unsigned j = 0; j < n; j++) {
+            if (strcmp(fresh[i].name, r[j].name) == 0) {
+                fresh[i].held = r[j].held;
+                fresh[i].held_since = r[j].held_since;
+                fresh[i].deferred = r[j].deferred;
+                break;
+            }
+        }
+    }
+    unmap_regions(r, n);
+    memcpy(r, fresh, nf * sizeof(*r));
+    return nf;
+}
+
+/* SDDAQ_SHM_FENCE_MS: a whole number of milliseconds; anything else leaves the default. */
+static unsigned read_fence_ms(void)
+{
+    const char *v = getenv("SDDAQ_SHM_FENCE_MS");
+    if (v == NULL || *v == '\0') {
+        return FENCE_MS;
+    }
+    char *end;
+    unsigned long ms = strtoul(v, &end, 10);
+    if (*end != '\0' || v[0] == '-' || ms > 3600000) {
+        SDD_WARN("fabric", "SDDAQ_SHM_FENCE_MS=%s: not milliseconds (0 to 3600000); using %u", v,
+                 FENCE_MS);
+        return FENCE_MS;
+    }
+    return (unsigned)ms;
+}
+
+/* Idle, it waits for a pidfd or a change of the table, and with fencing on, looks every
+ * STOP_CHECK_MS for a stopped peer. For WATCH_MS after each death, and while a peer is
+ * stopped, it samples the locks every SAMPLE_MS, looking again for regions after every death
+ * and when a peer is first seen stopped. */
 static void *watch_thread(void *arg)
 {
     (void)arg;
@@ -226,6 +329,8 @@ static void *watch_thread(void *arg)
     unsigned nr = 0;
     int free_value = free_lock_value();
     uint64_t watch_end = 0;
+    uint64_t next_stop_check = 0;
+    bool was_stopped = false;
     for (;;) {
         pthread_mutex_lock(&g.mu);
         unsigned n = 0;
@@ -236,7 +341,8 @@ static void *watch_thread(void *arg)
             }
         }
         pthread_mutex_unlock(&g.mu);
-        int rc = poll(fds, n, watch_end != 0 ? SAMPLE_MS : -1);
+        int idle_ms = fence_ms > 0 && n > 1 ? STOP_CHECK_MS : -1;
+        int rc = poll(fds, n, watch_end != 0 ? SAMPLE_MS : idle_ms);
         if (rc < 0 && errno != EINTR) {
             return NULL;
         }
@@ -247,12 +353,24 @@ static void *watch_thread(void *arg)
         /* Asked again under the lock: a pidfd polled above may have been closed since (its
          * peer closed) and its number taken by a new one. */
         if (any_died()) {
-            unmap_regions(r, nr);
-            nr = find_regions(r, MAX_REGIONS);
+            nr = rescan_regions(r, nr);
             watch_end = sdd_now_ns() + WATCH_MS * SDD_NS_PER_MS;
             SDD_DEBUG("fabric", "an shm peer ended: watching the locks of %u shm regions", nr);
         }
-        if (watch_end != 0 && sdd_now_ns() >= watch_end) {
+        uint64_t now = sdd_now_ns();
+        if (fence_ms > 0 && now >= next_stop_check) {
+            next_stop_check = now + STOP_CHECK_MS * SDD_NS_PER_MS;
+            bool stopped = any_stopped();
+            if (stopped && !was_stopped) { /* maybe regions mapped since the last look */
+                nr = rescan_regions(r, nr);
+                SDD_DEBUG("fabric", "an shm peer is stopped: watching %u shm regions", nr);
+            }
+            if (stopped) {
+                watch_end = now + WATCH_MS * SDD_NS_PER_MS;
+            }
+            was_stopped = stopped;
+        }
+        if (watch_end != 0 && now >= watch_end) {
             unmap_regions(r, nr);
             nr = 0;
             watch_end = 0;
@@ -299,6 +417,7 @@ static bool start_thread(void)
         pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
         atfork_set = true;
     }
+    fence_ms = read_fence_ms();
     g.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_t t;
     pthread_attr_t attr;
@@ -367,4 +486,9 @@ void ep_shm_unwatch(pid_t pid)
 uint64_t sdd_fabric_shm_locks_released(void)
 {
     return atomic_load(&locks_released);
+}
+
+uint64_t sdd_fabric_shm_peers_fenced(void)
+{
+    return atomic_load(&peers_fenced);
 }

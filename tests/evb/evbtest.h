@@ -18,6 +18,7 @@
 #include "sddaq/clock.h"
 #include "sddaq/evb.h"
 #include "sddaq/fabric.h"
+#include "shm_region.h"
 
 static const char *et_provider = "tcp";
 
@@ -34,6 +35,10 @@ struct et_shared {
     _Atomic uint32_t *kept;  /* per event: times a consumer honouring the commit mark kept it */
     _Atomic uint64_t *builders; /* per event: bit i set when node i built it */
     _Atomic int stalled_pid; /* the node that stopped itself mid-delivery (et_stall_at) */
+    /* shm: stopped peers the nodes' lock watches killed (sdd_fabric_shm_peers_fenced) */
+    _Atomic uint64_t shm_fenced;
+    /* the stall's start (node's clock) and the harness's first sight of re-sent bulks built */
+    _Atomic uint64_t stalled_ns, resent_seen_ns;
 };
 
 static struct et_shared *et_sh;
@@ -46,6 +51,7 @@ static uint32_t et_node; /* in a node process: its index */
 static uint64_t et_stall_at;
 static uint32_t et_stall_ms; /* 0: continue it once an RU gave it up; else after this long */
 static bool et_stall_kill;   /* SIGKILL it instead, still stopped inside the delivery */
+static bool et_stall_locked; /* shm: it stops holding its own region's spin lock */
 
 /* A consumer that makes events leave the node (a writer) keeps each only once its delivery is
  * committed, and drops it if the node fenced first (sdd_evb_node_committed): per node process,
@@ -102,16 +108,23 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
             bad |= 1ull << s;
         }
     }
-    atomic_fetch_add(&et_sh->count[id], 1);
+    /* Who built it before the count: a node stopped or killed between the two (a signal at a
+     * random moment) must not leave a second copy that seems to come from the survivor alone. */
+    atomic_fetch_or(&et_sh->builders[id], 1ull << et_node);
     atomic_fetch_or(&et_sh->flags[id], ev->flags);
     atomic_fetch_or(&et_sh->present[id], ev->present[0]);
     atomic_fetch_or(&et_sh->corrupt[id], bad);
-    atomic_fetch_or(&et_sh->builders[id], 1ull << et_node);
+    atomic_fetch_add(&et_sh->count[id], 1);
     atomic_fetch_add(&et_sh->built_total, 1);
     et_hold(id, ev->delivery);
     if (id + 1 == et_stall_at) {
         int none = 0;
         if (atomic_compare_exchange_strong(&et_sh->stalled_pid, &none, (int)getpid())) {
+            pthread_spinlock_t *lock = et_stall_locked ? shm_region_lock_of(getpid()) : NULL;
+            if (lock != NULL) {
+                pthread_spin_lock(lock); /* as libfabric holds it while it progresses */
+            }
+            atomic_store(&et_sh->stalled_ns, sdd_now_ns());
             raise(SIGSTOP); /* continued by et_run_sig once an RU gave this BU up */
         }
     }
@@ -198,6 +211,7 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
     }
     et_commit(sdd_evb_node_committed(n), true);
     sdd_evb_node_stats(n, &et_sh->stats[o.node]);
+    atomic_fetch_add(&et_sh->shm_fenced, sdd_fabric_shm_peers_fenced());
     atomic_store(&et_sh->done[o.node], 1);
     sdd_evb_node_destroy(n);
     return err == SDD_OK ? 0 : err == SDD_EFENCED ? ET_FENCED : 6;
@@ -281,6 +295,7 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
                sdd_now_ns() < deadline) {
             sdd_sleep_ns(10 * SDD_NS_PER_MS);
         }
+        atomic_store(&et_sh->resent_seen_ns, sdd_now_ns());
         if (atomic_load(&et_sh->stalled_pid) != 0 && !et_stall_kill) {
             kill(atomic_load(&et_sh->stalled_pid), SIGCONT);
             printf("continued the node stalled mid-delivery after %llu built events\n",

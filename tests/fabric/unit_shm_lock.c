@@ -6,44 +6,28 @@
  * client then polls its own endpoint). Either way the client must get its error within
  * bounded time, and the lock must have been released by sddaq's watch (shm_lock.c). An alarm
  * turns a hang into a failure. A lock held by a stopped process is not released, even when
- * another peer dies meanwhile: the stopped one comes back inside its critical section. */
+ * another peer dies meanwhile: the stopped one comes back inside its critical section. But a
+ * peer stopped holding a lock for SDDAQ_SHM_FENCE_MS (default 3 s) is killed (fenced), so that
+ * the client, spinning on that lock meanwhile, goes on; a stopped peer that holds no lock is
+ * left alone. */
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
 
 #include "fabric/ep_internal.h"
 #include "fabtest.h"
+#include "shm_region.h"
 
 #define BIG        (4u << 20)
-#define LOCK_AT    24 /* smr_region.lock in libfabric 1.17 */
 #define HANG_LIMIT 20 /* s: SIGALRM ends a client stuck in the provider */
 
 static pid_t child_pid;
 static bool lock_own_region; /* server: its own region's lock, else the client's */
 
-/* The lock of the first shm region this process maps that belongs to `owner`. */
-static pthread_spinlock_t *region_lock_of(pid_t owner)
-{
-    char want[32], line[512];
-    snprintf(want, sizeof(want), "/dev/shm/%d:", (int)owner);
-    FILE *f = fopen("/proc/self/maps", "r");
-    unsigned long lo = 0;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (strstr(line, want) != NULL && sscanf(line, "%lx-", &lo) == 1) {
-            break;
-        }
-        lo = 0;
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return lo != 0 ? (pthread_spinlock_t *)(lo + LOCK_AT) : NULL;
-}
-
 /* Tell the client we are ready, wait for its answer (after which it stays out of the
  * provider: the client's region's lock must not hold up its own progress), take the chosen
  * lock and stop, to be killed holding it. */
-static void server_lock_and_stop(struct ft_side *s)
+static void server_greet(struct ft_side *s)
 {
     sdd_err err;
     FT_POST(err, s, sdd_ep_post_recv(s->ep, s->buf + BIG, BIG, s->mr, NULL));
@@ -53,7 +37,12 @@ static void server_lock_and_stop(struct ft_side *s)
         !ft_expect(s, SDD_CQE_RECV, &c, 10000) || c.status != SDD_OK) {
         _exit(6);
     }
-    pthread_spinlock_t *lock = region_lock_of(lock_own_region ? getpid() : getppid());
+}
+
+static void server_lock_and_stop(struct ft_side *s)
+{
+    server_greet(s);
+    pthread_spinlock_t *lock = shm_region_lock_of(lock_own_region ? getpid() : getppid());
     if (lock == NULL) {
         _exit(7);
     }
@@ -103,29 +92,52 @@ static void client_greet(struct ft_side *s)
     CHECK_REQUIRE(err == SDD_OK);
 }
 
+/* client_greet(), then wait until the server stopped (failing if it does not). */
+static void client_greet_stopped(struct ft_side *s)
+{
+    client_greet(s);
+    if (!wait_stopped(child_pid)) {
+        kill(child_pid, SIGKILL);
+        CHECK_REQUIRE(false);
+    }
+}
+
+/* Send to the server until an error shows it down (up to 10 s); true when it did. Its own
+ * region's lock held: a send to it takes that lock. The client's held: the client's own
+ * progress takes it. */
+static bool send_until_down(struct ft_side *s)
+{
+    struct sdd_cqe c = {0};
+    uint64_t t0 = sdd_now_ns();
+    sdd_err err = sdd_ep_post_send(s->ep, s->peer, s->buf, BIG, s->mr, NULL);
+    bool down = err != SDD_OK && err != SDD_EAGAIN;
+    while (!down && sdd_now_ns() - t0 < 10 * SDD_NS_PER_S) {
+        down = ft_next(s, &c, 100) && c.status != SDD_OK;
+    }
+    return down;
+}
+
+/* Whether the watch released a lock since it had released `before` (waits up to 5 s). */
+static bool released_since(uint64_t before)
+{
+    uint64_t t0 = sdd_now_ns();
+    while (sdd_fabric_shm_locks_released() == before && sdd_now_ns() - t0 < 5 * SDD_NS_PER_S) {
+        sdd_sleep_ns(10 * SDD_NS_PER_MS);
+    }
+    return sdd_fabric_shm_locks_released() > before;
+}
+
 static void client_after_kill(struct ft_side *s)
 {
     client_greet(s);
     uint64_t before = sdd_fabric_shm_locks_released();
     CHECK_REQUIRE(kill_when_stopped(child_pid));
-    struct sdd_cqe c = {0};
-    sdd_err err;
     uint64_t t0 = sdd_now_ns();
-    /* Its own region's lock held: a send to it takes that lock. The client's held: the
-     * client's own progress takes it. Either spun for good before. */
-    err = sdd_ep_post_send(s->ep, s->peer, s->buf, BIG, s->mr, NULL);
-    bool down = err != SDD_OK && err != SDD_EAGAIN;
-    while (!down && sdd_now_ns() - t0 < 10 * SDD_NS_PER_S) {
-        down = ft_next(s, &c, 100) && c.status != SDD_OK;
-    }
+    CHECK(send_until_down(s)); /* spun for good before the watch */
     double took_ms = (double)(sdd_now_ns() - t0) / 1e6;
-    CHECK(down);
     CHECK(sdd_peer_status(s->peer) != SDD_OK);
     /* The error may come first (the peer's socket closed): the lock goes within a second. */
-    while (sdd_fabric_shm_locks_released() == before && sdd_now_ns() - t0 < 5 * SDD_NS_PER_S) {
-        sdd_sleep_ns(10 * SDD_NS_PER_MS);
-    }
-    CHECK(sdd_fabric_shm_locks_released() > before);
+    CHECK(released_since(before));
     for (int i = 0; i < 100; i++) { /* progress goes on (under the alarm) */
         ft_pump(s);
     }
@@ -139,11 +151,7 @@ static void client_after_kill(struct ft_side *s)
  * dies. Nothing may be released while the holder is stopped; once it is killed, it is. */
 static void client_stopped_holder(struct ft_side *s)
 {
-    client_greet(s);
-    if (!wait_stopped(child_pid)) {
-        kill(child_pid, SIGKILL);
-        CHECK_REQUIRE(false);
-    }
+    client_greet_stopped(s);
     uint64_t before = sdd_fabric_shm_locks_released();
     pid_t other = fork();
     if (other == 0) {
@@ -158,15 +166,56 @@ static void client_stopped_holder(struct ft_side *s)
     CHECK_EQ(sdd_fabric_shm_locks_released(), before);
     kill(child_pid, SIGKILL);
     uint64_t t0 = sdd_now_ns();
-    while (sdd_fabric_shm_locks_released() == before && sdd_now_ns() - t0 < 5 * SDD_NS_PER_S) {
-        sdd_sleep_ns(10 * SDD_NS_PER_MS);
-    }
-    CHECK(sdd_fabric_shm_locks_released() > before);
+    CHECK(released_since(before));
     alarm(0);
     ep_shm_unwatch(other);
     printf("lock held by a stopped server: kept while it was stopped, released %.0f ms after "
            "its kill\n",
            (double)(sdd_now_ns() - t0) / 1e6);
+}
+
+/* The server stopped holding a lock, and the client posts regardless, spinning inside the
+ * provider: the client's watch must kill the server after the fence time, and release the
+ * lock, so that the client gets its error. */
+static void client_fenced_holder(struct ft_side *s)
+{
+    client_greet_stopped(s);
+    uint64_t released = sdd_fabric_shm_locks_released();
+    uint64_t fenced = sdd_fabric_shm_peers_fenced();
+    uint64_t t0 = sdd_now_ns();
+    CHECK(send_until_down(s));
+    double took_ms = (double)(sdd_now_ns() - t0) / 1e6;
+    CHECK_EQ(sdd_fabric_shm_peers_fenced(), fenced + 1);
+    CHECK(released_since(released));
+    /* Not before the fence time: the stopped holder could have come back until then. */
+    CHECK(took_ms >= 2900.0);
+    alarm(0);
+    printf("server stopped holding %s region's lock: killed by the watch, error after %.0f ms\n",
+           lock_own_region ? "its own" : "the client's", took_ms);
+}
+
+/* Greet, then stop holding nothing. */
+static void server_stop(struct ft_side *s)
+{
+    server_greet(s);
+    raise(SIGSTOP);
+    _exit(8); /* never: the client kills it */
+}
+
+/* A stopped peer that holds no lock holds nobody up: past the fence time it is still there. */
+static void client_stopped_idle(struct ft_side *s)
+{
+    client_greet_stopped(s);
+    uint64_t fenced = sdd_fabric_shm_peers_fenced();
+    for (int i = 0; i < 450; i++) { /* 4.5 s, its progress going on */
+        ft_pump(s);
+        sdd_sleep_ns(10 * SDD_NS_PER_MS);
+    }
+    CHECK_EQ(sdd_fabric_shm_peers_fenced(), fenced);
+    CHECK(wait_stopped(child_pid));
+    kill(child_pid, SIGKILL);
+    alarm(0);
+    printf("server stopped holding no lock: left alone for 4.5 s\n");
 }
 
 int main(void)
@@ -182,5 +231,11 @@ int main(void)
     lock_own_region = true;
     CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_stopped_holder, &child_pid) ==
           128 + SIGKILL);
+    CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_fenced_holder, &child_pid) ==
+          128 + SIGKILL);
+    lock_own_region = false;
+    CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_fenced_holder, &child_pid) ==
+          128 + SIGKILL);
+    CHECK(ft_run_pair(2 * BIG, 0, server_stop, client_stopped_idle, &child_pid) == 128 + SIGKILL);
     return check_finish();
 }

@@ -138,7 +138,9 @@ for m in 'sddaq_ru_bu_failures_total{stage="ru0",node="local"} 0' \
     'sddaq_bu_events_incomplete_total{stage="bu0",node="local"} 0' \
     'sddaq_bu_fenced{stage="bu0",node="local"} 0' \
     'sddaq_bu_bulks_in_doubt_total{stage="bu0",node="local"} 0' \
-    'sddaq_bu_events_uncommitted_total{stage="bu0",node="local"} 0'; do
+    'sddaq_bu_events_uncommitted_total{stage="bu0",node="local"} 0' \
+    'sddaq_fabric_shm_locks_released_total{node="local"} 0' \
+    'sddaq_fabric_shm_peers_fenced_total{node="local"} 0'; do
     grep -qxF "$m" <<<"$metrics" || fail "http: metrics lack '$m'"
 done
 # Pause: after what was in flight, nothing more is built; resume: building goes on.
