@@ -93,8 +93,8 @@ struct rich_spot {
 struct sdd_rich_finder {
     sdd_rich_find_opts opts;
     sdd_rich_pmtab *tab;
-    bool avx512; /* the histogram runs the AVX-512 build */
-    bool avx2;   /* the histogram runs the AVX2 build (never both) */
+    bool avx512; /* the histogram runs the AVX-512 build, Ptolemy the x86-64-v3 one */
+    bool avx2;   /* both run the AVX2 (x86-64-v3) build (never both flags) */
     bool coop;   /* GPU: the 32 lanes of a warp work on this finder together (cuda/) */
     const struct rich_kern *kern;
     float r_max; /* largest ring radius the geometry can give (beta = 1) plus the window */
@@ -122,6 +122,9 @@ unsigned rich_hist_spot(sdd_rich_finder *f, const struct rich_spot *s, struct ri
                         unsigned max);
 unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
                            unsigned max);
+/* rich_ptolemy_spot() built for x86-64-v3 (only where rich_avx2_supported()). */
+unsigned rich_ptolemy_spot_v3(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
+                              unsigned max);
 /* rich_hist_spot() with the AVX2 histogram steps (only where rich_avx2_supported()). */
 unsigned rich_hist_spot_avx2(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
                              unsigned max);
