@@ -125,6 +125,9 @@ unsigned rich_ptolemy_spot(sdd_rich_finder *f, const struct rich_spot *s, struct
 /* rich_ptolemy_spot() built for x86-64-v3 (only where rich_avx2_supported()). */
 unsigned rich_ptolemy_spot_v3(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
                               unsigned max);
+/* rich_hist_spot() with the AVX-512 histogram steps (only where rich_avx512_supported()). */
+unsigned rich_hist_spot_avx512(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
+                               unsigned max);
 /* rich_hist_spot() with the AVX2 histogram steps (only where rich_avx2_supported()). */
 unsigned rich_hist_spot_avx2(sdd_rich_finder *f, const struct rich_spot *s, struct rich_cand *out,
                              unsigned max);
