@@ -206,6 +206,9 @@ pid_t ep_shm_name_pid(const void *addr, size_t len);
 /* /proc/PID/stat (pid 0: this process's) read into buf: the fields after the command name,
  * from the state letter on ("S 1 ..."), or NULL when the process is gone (shm_name.c). */
 const char *ep_proc_stat(pid_t pid, char *buf, size_t size);
+/* shm: whether a process stopped now (a signal, a debugger) maps region `region` (a name
+ * under /dev/shm): it may hold the region's lock and come back (shm_stopped.c). */
+bool ep_shm_stopped_mapper(const char *region);
 void ep_shm_watch(pid_t pid);
 void ep_shm_unwatch(pid_t pid);
 /* The first component of a layered provider name is want: "tcp;ofi_rxm" is "tcp". */

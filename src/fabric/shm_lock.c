@@ -9,9 +9,10 @@
  * After a death it samples the lock of every shm region this process maps (its peers' and its
  * own endpoints') through a mapping of its own, which libfabric cannot take away meanwhile. A
  * lock held in every sample for STUCK_MS has no live holder (shm's critical sections last
- * microseconds) and is released, unless a live peer or the owner is stopped (SIGSTOP, a
- * debugger): such a holder comes back. Only regions whose header matches the layout this was read
- * from (libfabric 1.17: version 4, then the owner's PID, the lock at offset 24) are touched.
+ * microseconds) and is released (after a second look, CONFIRM_MS later), unless the owner, a
+ * peer or any process that maps the region is stopped (SIGSTOP, a debugger): such a holder
+ * comes back. Only regions whose header matches the layout this was read from (libfabric
+ * 1.17: version 4, then the owner's PID, the lock at offset 24) are touched.
  *
  * Fencing: a peer stopped for good (SIGSTOP) while it holds a lock wedges every process that
  * posts to that region, or progresses it, and none of them can run the heartbeats that would
@@ -46,6 +47,7 @@
 #define MAX_REGIONS    256
 #define SAMPLE_MS      5
 #define STUCK_MS       500  /* held in every sample this long: nobody alive holds it */
+#define CONFIRM_MS     100  /* and this long again, nobody stopped at either end */
 #define WATCH_MS       3000 /* after the latest death, or while a peer is stopped */
 #define STOP_CHECK_MS  250  /* while peers are watched: is one of them stopped? */
 #define FENCE_MS       3000 /* default SDDAQ_SHM_FENCE_MS */
@@ -86,6 +88,7 @@ struct region {
     unsigned held;       /* consecutive samples found held */
     uint64_t held_since; /* the first of them */
     unsigned deferred;   /* consecutive STUCK_MS verdicts put off for a stopped holder */
+    uint64_t cleared_ns; /* a first verdict found nobody stopped: when; 0 if none */
 };
 
 /* Map the first page of an shm region that /proc/self/maps shows at [lo, hi) under `path`:
@@ -148,6 +151,7 @@ static unsigned find_regions(struct region *r, unsigned max)
         r[n].page = page;
         r[n].held = 0;
         r[n].deferred = 0;
+        r[n].cleared_ns = 0;
         n++;
     }
     fclose(f);
@@ -162,95 +166,102 @@ static char proc_state(pid_t pid)
     return fields != NULL ? fields[0] : 0;
 }
 
-/* Whether a stopped (SIGSTOP, a debugger) live process could be what holds a lock: a watched
- * peer, or the region's owner. Such a holder comes back; its lock is not released. */
-static bool holder_may_be_stopped(pid_t owner)
+/* Kill watched peer w, stopped by a signal while the lock of region `name` held up its posters
+ * for fence_ms. The pidfd names the very process watched, never a reused PID. */
+static void kill_stopped_peer(const struct watched *w, const char *name)
 {
-    char st = proc_state(owner);
-    bool stopped = st == 'T' || st == 't';
+    if (syscall(SYS_pidfd_send_signal, w->fd, SIGKILL, NULL, 0) != 0) {
+        SDD_WARN("fabric", "shm region %s: cannot kill stopped peer %d: %s", name, (int)w->pid,
+                 strerror(errno));
+        return;
+    }
+    atomic_fetch_add(&peers_fenced, 1);
+    SDD_WARN("fabric",
+             "shm region %s: its lock was held for %u ms while peer process %d was stopped "
+             "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: never)",
+             name, fence_ms, (int)w->pid);
+}
+
+/* Whether a watched peer is stopped now: by a signal ('T'), and with `traced` also by a
+ * debugger ('t', a ptrace stop). With `kill_for` (a region's name), every peer stopped by a
+ * signal is killed: one of them holds that region's lock. A debugger's is left alone. */
+static bool stopped_peers(bool traced, const char *kill_for)
+{
+    bool any = false;
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; i < g.n && (kill_for != NULL || !any); i++) {
+        char st = g.w[i].fd >= 0 ? proc_state(g.w[i].pid) : 0;
+        any = any || st == 'T' || (traced && st == 't');
+        if (kill_for != NULL && st == 'T') {
+            kill_stopped_peer(&g.w[i], kill_for);
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return any;
+}
+
+/* Whether a stopped (SIGSTOP, a debugger) live process could be what holds the lock of region
+ * r: the owner, a watched peer, or any other process that maps the region (a peer this one no
+ * longer watches: given up, or closed while the endpoint is torn down). Such a holder comes
+ * back; its lock is not released. A dead owner's region: nothing reads it any more. */
+static bool holder_may_be_stopped(const struct region *r)
+{
+    char st = proc_state(r->owner);
+    if (st == 'T' || st == 't') {
+        return true;
+    }
     bool owner_gone = st == 0 || st == 'Z' || st == 'X';
-    pthread_mutex_lock(&g.mu);
-    for (unsigned i = 0; !stopped && !owner_gone && i < g.n; i++) {
-        st = g.w[i].fd >= 0 ? proc_state(g.w[i].pid) : 0;
-        stopped = st == 'T' || st == 't';
-    }
-    pthread_mutex_unlock(&g.mu);
-    return stopped;
+    return !owner_gone && (stopped_peers(true, NULL) || ep_shm_stopped_mapper(r->name));
 }
 
-static bool stopped_by_signal(pid_t pid)
+/* A lock held for STUCK_MS, or CONFIRM_MS after a first verdict: keep it while a stopped
+ * process may hold it (killing the stopped peers once it has been so for fence_ms in a row),
+ * else release it at the second verdict in a row. A holder continued (SIGCONT) just before
+ * the first look is back inside its critical section and lets the lock go within moments: a
+ * release at the first verdict let one such finish on a region the others had gone on using
+ * (session 34). */
+static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t now)
 {
-    return proc_state(pid) == 'T'; /* 't' is a ptrace stop: a debugger, left alone */
-}
-
-/* Whether a watched peer is stopped by a signal now. */
-static bool any_stopped(void)
-{
-    bool stopped = false;
-    pthread_mutex_lock(&g.mu);
-    for (unsigned i = 0; !stopped && i < g.n; i++) {
-        stopped = g.w[i].fd >= 0 && stopped_by_signal(g.w[i].pid);
-    }
-    pthread_mutex_unlock(&g.mu);
-    return stopped;
-}
-
-/* Kill every watched peer stopped by a signal: one of them holds the lock of region `name`,
- * which has held up its posters for fence_ms. The pidfd names the very process watched. */
-static void fence_stopped_peers(const char *name)
-{
-    pthread_mutex_lock(&g.mu);
-    for (unsigned i = 0; i < g.n; i++) {
-        if (g.w[i].fd < 0 || !stopped_by_signal(g.w[i].pid)) {
-            continue;
+    r->held = 0;
+    if (holder_may_be_stopped(r)) {
+        r->cleared_ns = 0;
+        if (fence_ms > 0 && ++r->deferred * STUCK_MS >= fence_ms) {
+            r->deferred = 0;
+            stopped_peers(false, r->name);
         }
-        if (syscall(SYS_pidfd_send_signal, g.w[i].fd, SIGKILL, NULL, 0) != 0) {
-            SDD_WARN("fabric", "shm region %s: cannot kill stopped peer %d: %s", name,
-                     (int)g.w[i].pid, strerror(errno));
-            continue;
-        }
-        atomic_fetch_add(&peers_fenced, 1);
-        SDD_WARN("fabric",
-                 "shm region %s: its lock was held for %u ms while peer process %d was stopped "
-                 "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: "
-                 "never)",
-                 name, fence_ms, (int)g.w[i].pid);
+        return; /* looked at again after another STUCK_MS */
     }
-    pthread_mutex_unlock(&g.mu);
+    if (r->cleared_ns == 0) {
+        r->cleared_ns = now; /* looked at again after CONFIRM_MS */
+        return;
+    }
+    r->cleared_ns = 0;
+    atomic_store_explicit(lock, free_value, memory_order_release);
+    atomic_fetch_add(&locks_released, 1);
+    SDD_WARN("fabric",
+             "shm region %s: its lock was held for %d ms after a peer died; released (the "
+             "holder died holding it)",
+             r->name, STUCK_MS + CONFIRM_MS);
 }
 
-/* One look at every region's lock: release those found held in every look for STUCK_MS, and
- * in at least half the looks that many SAMPLE_MS make (a watch thread kept off the CPU for
- * long saw too little to tell), unless a stopped process may hold it. A dead owner's region
- * is released whoever else is stopped: nothing reads it any more. Put off for a stopped
- * holder for fence_ms in a row, the stopped peers are killed (the release follows their
- * deaths). */
+/* One look at every region's lock: judge those found held in every look for STUCK_MS (then
+ * CONFIRM_MS), and in at least half the looks that many SAMPLE_MS make (a watch thread kept
+ * off the CPU for long saw too little to tell). A dead owner's region is released whoever
+ * else is stopped: nothing reads it any more. */
 static void sample_locks(struct region *r, unsigned n, int free_value)
 {
     uint64_t now = sdd_now_ns();
     for (unsigned i = 0; i < n; i++) {
         _Atomic int *lock = (_Atomic int *)(void *)(r[i].page + REGION_LOCK_AT);
+        unsigned ms = r[i].cleared_ns != 0 ? CONFIRM_MS : STUCK_MS;
         if (atomic_load_explicit(lock, memory_order_relaxed) == free_value) {
             r[i].held = 0;
             r[i].deferred = 0;
+            r[i].cleared_ns = 0;
         } else if (r[i].held++ == 0) {
             r[i].held_since = now;
-        } else if (r[i].held >= STUCK_MS / SAMPLE_MS / 2 &&
-                   now - r[i].held_since >= STUCK_MS * SDD_NS_PER_MS) {
-            r[i].held = 0;
-            if (holder_may_be_stopped(r[i].owner)) {
-                if (fence_ms > 0 && ++r[i].deferred * STUCK_MS >= fence_ms) {
-                    r[i].deferred = 0;
-                    fence_stopped_peers(r[i].name);
-                }
-                continue; /* looked at again after another STUCK_MS */
-            }
-            atomic_store_explicit(lock, free_value, memory_order_release);
-            atomic_fetch_add(&locks_released, 1);
-            SDD_WARN("fabric",
-                     "shm region %s: its lock was held for %d ms after a peer died; released "
-                     "(the holder died holding it)",
-                     r[i].name, STUCK_MS);
+        } else if (r[i].held >= ms / SAMPLE_MS / 2 && now - r[i].held_since >= ms * SDD_NS_PER_MS) {
+            judge(&r[i], lock, free_value, now);
         }
     }
 }
@@ -291,6 +302,7 @@ static unsigned rescan_regions(struct region *r, unsigned n)
                 fresh[i].held = r[j].held;
                 fresh[i].held_since = r[j].held_since;
                 fresh[i].deferred = r[j].deferred;
+                fresh[i].cleared_ns = r[j].cleared_ns;
                 break;
             }
         }
@@ -360,7 +372,7 @@ static void *watch_thread(void *arg)
         uint64_t now = sdd_now_ns();
         if (fence_ms > 0 && now >= next_stop_check) {
             next_stop_check = now + STOP_CHECK_MS * SDD_NS_PER_MS;
-            bool stopped = any_stopped();
+            bool stopped = stopped_peers(false, NULL);
             if (stopped && !was_stopped) { /* maybe regions mapped since the last look */
                 nr = rescan_regions(r, nr);
                 SDD_DEBUG("fabric", "an shm peer is stopped: watching %u shm regions", nr);

@@ -9,7 +9,7 @@
  * another peer dies meanwhile: the stopped one comes back inside its critical section. But a
  * peer stopped holding a lock for SDDAQ_SHM_FENCE_MS (default 3 s) is killed (fenced), so that
  * the client, spinning on that lock meanwhile, goes on; a stopped peer that holds no lock is
- * left alone. */
+ * left alone; a stopped holder the client no longer watches keeps its lock too. */
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -174,6 +174,28 @@ static void client_stopped_holder(struct ft_side *s)
            (double)(sdd_now_ns() - t0) / 1e6);
 }
 
+/* The server stops holding the client's region's lock, and the client stops watching it once
+ * its watch has seen the stop (as when a peer is given up, or closed while an endpoint is torn
+ * down). The lock must stay held while the server is stopped: before session 34 the watch
+ * released it after 500 ms, and the server came back inside its critical section. */
+static void client_unwatched_holder(struct ft_side *s)
+{
+    client_greet_stopped(s);
+    uint64_t before = sdd_fabric_shm_locks_released();
+    sdd_sleep_ns(400 * SDD_NS_PER_MS); /* the watch looks for stopped peers every 250 ms */
+    ep_shm_unwatch(child_pid);
+    sdd_sleep_ns(1200 * SDD_NS_PER_MS); /* two verdicts: held, and a stopped process maps it */
+    CHECK_EQ(sdd_fabric_shm_locks_released(), before);
+    ep_shm_watch(child_pid); /* its death is then seen at once; the peer's close unwatches */
+    kill(child_pid, SIGKILL);
+    uint64_t t0 = sdd_now_ns();
+    CHECK(released_since(before));
+    alarm(0);
+    printf("lock held by a stopped server no longer watched: kept while it was stopped, released "
+           "%.0f ms after its kill\n",
+           (double)(sdd_now_ns() - t0) / 1e6);
+}
+
 /* The server stopped holding a lock, and the client posts regardless, spinning inside the
  * provider: the client's watch must kill the server after the fence time, and release the
  * lock, so that the client gets its error. */
@@ -235,6 +257,8 @@ int main(void)
           128 + SIGKILL);
     lock_own_region = false;
     CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_fenced_holder, &child_pid) ==
+          128 + SIGKILL);
+    CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_unwatched_holder, &child_pid) ==
           128 + SIGKILL);
     CHECK(ft_run_pair(2 * BIG, 0, server_stop, client_stopped_idle, &child_pid) == 128 + SIGKILL);
     return check_finish();
