@@ -407,12 +407,11 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
 }
 
 /* Called by ctl.c just before it posts control messages. A bulk's events are committed once its
- * acknowledgements leave while every lease still holds (deliver checked them before the
- * hand-off; this checks them again before the acknowledgements go). If one has lapsed, this
- * process stalled (or its RUs fell silent) while it delivered, and an RU may have given the
- * bulk to another BU: the acknowledgements come too late for that RU. Checked before the
- * post, not after: a stall during the post itself (microseconds) then risks a bulk built
- * twice, flagged RESENT at the survivor, never one lost. */
+ * acknowledgements were posted and every lease held at a moment after the post (deliver checked
+ * them before the hand-off; this checks them again before the acknowledgements go, and
+ * evb_bu_acks_left once more after). If one has lapsed, this process stalled (or its RUs fell
+ * silent) while it delivered, and an RU may have given the bulk to another BU: the
+ * acknowledgements may come too late for that RU. */
 void evb_bu_before_flush(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
@@ -421,10 +420,17 @@ void evb_bu_before_flush(struct sdd_evb_node *n)
     }
 }
 
-/* Called after a flush: moves the committed mark. Bulks whose acknowledgements left after a
- * lease lapsed are in doubt (counted, said) until every live remote RU echoes a heartbeat sent
- * after them (it read them first, and had not given this BU up: it does not answer one it gave
- * up), or until this BU fences (they never commit: the node's consumers drop them). */
+/* Called after a flush: moves the committed mark. The leases are checked once more now that the
+ * acknowledgements are posted: a stall during the post itself (a spin on the RU's shm region
+ * lock while that RU's progress holds it, a SIGSTOP there) may have let the RUs give this BU up
+ * before they reached them. A lease that holds now holds past the post: no RU can give this BU
+ * up before dead_ms / 2 from now (lease.c), and what was posted to it is already in its shm
+ * region or on its way in a kernel socket, read well before then. (Over tcp an acknowledgement
+ * can still wait in libfabric's own queue when the socket is full: a stall then is not seen.)
+ * Bulks whose acknowledgements left after a lease lapsed are in doubt (counted, said) until
+ * every live remote RU echoes a heartbeat sent after them (it read them first, and had not
+ * given this BU up: it does not answer one it gave up), or until this BU fences (they never
+ * commit: the node's consumers drop them). */
 void evb_bu_acks_left(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
@@ -432,6 +438,9 @@ void evb_bu_acks_left(struct sdd_evb_node *n)
         return; /* nothing new, or some acknowledgements still wait to be posted */
     }
     uint64_t now = sdd_now_ns();
+    if (bu->acks_staged > 0 && !evb_lease_ok(n, now)) {
+        bu->lapsed = true;
+    }
     if (bu->doubt_ns == 0 && bu->acks_staged > 0 && bu->lapsed) {
         bu->doubt_ns = now;
         n->st.bulks_in_doubt += bu->acks_staged;

@@ -35,6 +35,7 @@ struct et_shared {
     _Atomic uint32_t *kept;  /* per event: times a consumer honouring the commit mark kept it */
     _Atomic uint64_t *builders; /* per event: bit i set when node i built it */
     _Atomic int stalled_pid; /* the node that stopped itself mid-delivery (et_stall_at) */
+    _Atomic int pid[SDD_EVB_MAX_NODES]; /* each node process's, once it runs */
     /* shm: stopped peers the nodes' lock watches killed (sdd_fabric_shm_peers_fenced) */
     _Atomic uint64_t shm_fenced;
     /* the stall's start (node's clock) and the harness's first sight of re-sent bulks built */
@@ -52,6 +53,10 @@ static uint64_t et_stall_at;
 static uint32_t et_stall_ms; /* 0: continue it once an RU gave it up; else after this long */
 static bool et_stall_kill;   /* SIGKILL it instead, still stopped inside the delivery */
 static bool et_stall_locked; /* shm: it stops holding its own region's spin lock */
+/* shm: instead of stopping itself, it takes node 0's region lock and goes on, so that its next
+ * post to node 0 (the bulk's acknowledgement) spins there; the harness stops it while it spins
+ * and only then releases the lock */
+static bool et_stall_post;
 
 /* A consumer that makes events leave the node (a writer) keeps each only once its delivery is
  * committed, and drops it if the node fenced first (sdd_evb_node_committed): per node process,
@@ -120,11 +125,17 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
     if (id + 1 == et_stall_at) {
         int none = 0;
         if (atomic_compare_exchange_strong(&et_sh->stalled_pid, &none, (int)getpid())) {
+            atomic_store(&et_sh->stalled_ns, sdd_now_ns());
+            if (et_stall_post) {
+                pthread_spinlock_t *lock = shm_region_lock_of(atomic_load(&et_sh->pid[0]));
+                CHECK_REQUIRE(lock != NULL);
+                pthread_spin_lock(lock); /* et_stop_spinning (the harness) releases it */
+                return;
+            }
             pthread_spinlock_t *lock = et_stall_locked ? shm_region_lock_of(getpid()) : NULL;
             if (lock != NULL) {
                 pthread_spin_lock(lock); /* as libfabric holds it while it progresses */
             }
-            atomic_store(&et_sh->stalled_ns, sdd_now_ns());
             raise(SIGSTOP); /* continued by et_run_sig once an RU gave this BU up */
         }
     }
@@ -182,6 +193,7 @@ static void et_reset(uint64_t events)
 
 static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
 {
+    atomic_store(&et_sh->pid[o.node], (int)getpid());
     o.on_event = et_on_event;
     o.has_room = et_room > 0 ? et_has_room : NULL;
     et_node = o.node;
@@ -215,6 +227,40 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
     atomic_store(&et_sh->done[o.node], 1);
     sdd_evb_node_destroy(n);
     return err == SDD_OK ? 0 : err == SDD_EFENCED ? ET_FENCED : 6;
+}
+
+/* The process state letter of pid ('R', 'S', 'T', ...), or 0. */
+static char et_proc_state(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    buf[len] = 0;
+    const char *end = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return end != NULL && end[1] == ' ' ? end[2] : 0;
+}
+
+/* et_stall_post: the node `pid` holds owner's region lock and, a moment later, spins on it in
+ * its next post there. Stop it while it spins, then release the lock for everyone else: the
+ * post completes only once the node is continued. */
+static void et_stop_spinning(pid_t pid, pid_t owner)
+{
+    pthread_spinlock_t *lock = shm_region_lock_map(owner);
+    CHECK_REQUIRE(lock != NULL);
+    sdd_sleep_ns(200 * SDD_NS_PER_MS); /* it spins well before: it posts at its turn's end */
+    kill(pid, SIGSTOP);
+    atomic_store(&et_sh->stalled_ns, sdd_now_ns());
+    uint64_t deadline = sdd_now_ns() + 10 * SDD_NS_PER_S;
+    while (et_proc_state(pid) != 'T' && sdd_now_ns() < deadline) {
+        sdd_sleep_ns(100 * SDD_NS_PER_US);
+    }
+    CHECK_EQ(et_proc_state(pid), 'T');
+    pthread_spin_unlock(lock);
+    printf("stopped node process %d spinning on a lock, released the lock\n", (int)pid);
 }
 
 /* Any event built from re-sent bulks yet: some RU has given a BU up. */
@@ -285,6 +331,9 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
         }
         if (et_stall_ms > 0) {
             sdd_sleep_ns((uint64_t)et_stall_ms * SDD_NS_PER_MS);
+        }
+        if (et_stall_post && atomic_load(&et_sh->stalled_pid) != 0) {
+            et_stop_spinning(atomic_load(&et_sh->stalled_pid), atomic_load(&et_sh->pid[0]));
         }
         if (et_stall_kill && atomic_load(&et_sh->stalled_pid) != 0) {
             kill(atomic_load(&et_sh->stalled_pid), SIGKILL); /* stays set: nobody stops again */

@@ -172,10 +172,20 @@ static void stop_bu(bool cont)
     if (cont) {
         CHECK_EQ(st[2], ET_FENCED);
         CHECK_EQ(et_sh->stats[2].fenced, 1);
-        /* With reads, it read nothing of an RU that had given it up (a reused buffer). */
-        CHECK_EQ(et_sh->stats[2].bulks_late, 0);
-        printf("  the continued BU dropped %llu bulks it held; survivors' lease waits %llu / %llu\n",
-               (unsigned long long)et_sh->stats[2].bulks_fenced,
+        /* With reads over tcp, it read nothing of an RU that had given it up (a reused
+         * buffer): the RU answered the reads it had posted before it stopped. Over shm with
+         * cross-memory attach the reader copies in its own progress, so a read posted just
+         * before the stop runs once it continues, on a buffer the RU may have reused: each is
+         * caught and dropped (bulks_late; 6 in 1 run of 26 in session 34), one per slot at
+         * most. */
+        uint64_t late = et_sh->stats[2].bulks_late;
+        if (strncmp(et_provider, "shm", 3) != 0) {
+            CHECK_EQ(late, 0);
+        }
+        CHECK(late <= 2ull * o.credits * 2); /* 2 x credits slots per RU, 2 RUs */
+        printf("  the continued BU dropped %llu bulks it held and %llu read late; survivors' "
+               "lease waits %llu / %llu\n",
+               (unsigned long long)et_sh->stats[2].bulks_fenced, (unsigned long long)late,
                (unsigned long long)et_sh->stats[3].lease_waits,
                (unsigned long long)et_sh->stats[4].lease_waits);
     }
@@ -225,6 +235,42 @@ static void test_stop_continue_combined(void)
            (unsigned long long)et_sh->stats[1].bulks_fenced);
 }
 
+/* After a run in which one BU (nodes 2-4) stopped inside a delivery, was given up, continued
+ * and fenced: the RUs ended well, the stopped BU fenced with bulks in doubt, every event was
+ * built and complete. Every event built twice is one the fenced BU delivered and never
+ * committed (sddaq run's accounting subtracts them), flagged RESENT; a consumer honouring the
+ * commit mark keeps every event exactly once (the survivor's copy). *doubt receives the BUs'
+ * bulks in doubt. */
+static struct et_tally check_fenced_stall(const struct sdd_evb_opts *o, const int *st,
+                                          uint64_t *doubt)
+{
+    int stalled = -1;
+    *doubt = 0;
+    for (int i = 2; i < 5; i++) {
+        *doubt += et_sh->stats[i].bulks_in_doubt;
+        if (st[i] != 0) {
+            stalled = i;
+        }
+    }
+    CHECK(stalled >= 2);
+    CHECK_EQ(st[0], 0);
+    CHECK_EQ(st[1], 0);
+    uint64_t uncommitted = 0;
+    if (stalled >= 2) {
+        CHECK_EQ(st[stalled], ET_FENCED);
+        CHECK(et_sh->stats[stalled].bulks_in_doubt >= 1);
+        uncommitted = et_sh->stats[stalled].events_uncommitted;
+    }
+    struct et_tally t = et_count(o->events);
+    CHECK_EQ(t.lost, 0);
+    CHECK_EQ(t.complete, o->events);
+    CHECK_EQ(t.dup, uncommitted);
+    CHECK_EQ(dup_not_at_failure(o->events, stalled), 0);
+    CHECK_EQ(t.kept_lost, 0);
+    CHECK_EQ(t.kept_dup, 0);
+    return t;
+}
+
 /* The fencing window: a BU stalls (SIGSTOP) in the middle of handing a bulk's events on,
  * after its lease check, and is given up. Continued, it finishes that bulk (nothing can call
  * events back) and fences; the survivors built the same bulk from the re-sends. Every event
@@ -243,36 +289,10 @@ static void test_stall_mid_delivery(void)
            (unsigned long long)(et_stall_at - 1));
     CHECK_REQUIRE(et_run_sig(o, -1, 0, 0, false, st) == 0);
     et_stall_at = 0;
-    int stalled = -1;
     uint64_t doubt = 0;
-    for (int i = 2; i < 5; i++) {
-        doubt += et_sh->stats[i].bulks_in_doubt;
-        if (st[i] != 0) {
-            stalled = i;
-        }
-    }
-    CHECK(stalled >= 2);
-    CHECK_EQ(st[0], 0);
-    CHECK_EQ(st[1], 0);
-    uint64_t uncommitted = 0;
-    if (stalled >= 2) {
-        CHECK_EQ(st[stalled], ET_FENCED);
-        CHECK(et_sh->stats[stalled].bulks_in_doubt >= 1);
-        uncommitted = et_sh->stats[stalled].events_uncommitted;
-    }
-    struct et_tally t = et_count(o.events);
-    CHECK_EQ(t.lost, 0);
-    CHECK_EQ(t.complete, o.events);
+    struct et_tally t = check_fenced_stall(&o, st, &doubt);
     CHECK(t.dup > 0);
     CHECK(t.dup <= doubt * o.bulk);
-    /* The fenced BU knows which of its events the survivors built again: those it delivered
-     * and never committed (sddaq run's accounting subtracts them). */
-    CHECK_EQ(t.dup, uncommitted);
-    CHECK_EQ(dup_not_at_failure(o.events, stalled), 0);
-    /* A consumer that keeps events only once committed keeps each exactly once: the stalled
-     * BU's bulk in doubt never committed (it fenced), the survivor's copy did. */
-    CHECK_EQ(t.kept_lost, 0);
-    CHECK_EQ(t.kept_dup, 0);
     printf("  %llu events built twice, all flagged RESENT; %llu bulk(s) counted in doubt\n",
            (unsigned long long)t.dup, (unsigned long long)doubt);
 }
@@ -462,6 +482,35 @@ static void test_stop_holding_shm_lock(void)
            (double)(sdd_now_ns() - t0) / 1e9, (unsigned long long)t.dup);
 }
 
+/* Over shm: a BU stops inside the post of its acknowledgements, after its last lease check
+ * (it spins there on the RU's region lock, as it does while that RU's own progress holds it).
+ * The RUs give it up and re-send the bulk; continued, it completes the post. Before session 34
+ * that counted as committed, and a committing consumer kept the bulk's events twice (its copy
+ * and the survivor's): the lease is now checked again once the acknowledgements are posted,
+ * the bulk is in doubt, and the BU fences without committing it. */
+static void test_stop_posting_acks(void)
+{
+    struct sdd_evb_opts o;
+    base_opts(&o, 45000);
+    o.dead_ms = 1000;
+    o.roles[0] = o.roles[1] = SDD_EVB_ROLE_RU;
+    o.roles[2] = o.roles[3] = o.roles[4] = SDD_EVB_ROLE_BU;
+    int st[SDD_EVB_MAX_NODES];
+    et_stall_at = (o.events / 4 / o.bulk + 1) * o.bulk; /* its bulk's last event: all delivered */
+    et_stall_post = true;
+    printf("2 RUs x 3 BUs, the BU building event %llu stops while it posts its acknowledgements\n",
+           (unsigned long long)(et_stall_at - 1));
+    CHECK_REQUIRE(et_run_sig(o, -1, 0, 0, false, st) == 0);
+    et_stall_at = 0;
+    et_stall_post = false;
+    uint64_t doubt = 0;
+    struct et_tally t = check_fenced_stall(&o, st, &doubt);
+    CHECK(t.dup >= o.bulk); /* the bulk it delivered whole, at least */
+    printf("  %llu events built twice, all flagged RESENT; %llu bulk(s) in doubt, none kept "
+           "twice\n",
+           (unsigned long long)t.dup, (unsigned long long)doubt);
+}
+
 /* A BU that stops or dies inside its own delivery code, outside libfabric; over shm also one
  * that stops there holding a lock of libfabric's. */
 static void self_stop_tests(void)
@@ -471,6 +520,7 @@ static void self_stop_tests(void)
     test_kill_mid_delivery();
     if (strncmp(et_provider, "shm", 3) == 0) {
         test_stop_holding_shm_lock();
+        test_stop_posting_acks();
     }
 }
 
@@ -493,10 +543,13 @@ static void all_tests(void)
     }
     test_kill_bu();
     test_stop_bu();
-    /* Over shm, a BU stopped at a random moment and continued once given up left 20 events
-     * kept twice by the committing consumers in 1 of 14 runs (session 33: its last bulk
-     * committed by it and by a survivor; not seen over tcp): open work, so these run there
-     * only with SDDAQ_EVB_SHM_STOP_CONT=1. */
+    /* Over shm these left a bulk kept twice in 1 run of 14 in session 33: stopped inside the
+     * post of its acknowledgements (test_stop_posting_acks), fixed in session 34, as was a
+     * lock released under its stopped holder (fabric.shm_lock). Left: stopped holding the lock
+     * of a third node's region (dead_ms 1 s here), the node stalls that region's posters past
+     * dead_ms, before the lock watches kill it; a survivor then fences itself as stalled or cut
+     * off (nothing lost; 4 runs of 64 in session 34, one of them with both survivors fenced:
+     * that run cannot end). So over shm they run only with SDDAQ_EVB_SHM_STOP_CONT=1. */
     if (!shm || getenv("SDDAQ_EVB_SHM_STOP_CONT") != NULL) {
         test_stop_continue_bu();
         test_stop_continue_combined();
