@@ -3,7 +3,7 @@
  * back inside its critical section, and the region's queues are then corrupt. Its own table of
  * watched peers is not enough: a peer given up, or closed while this process tears its
  * endpoint down, leaves the table while it may still hold the lock (evb.failover saw a lock so
- * released, and a control message lost, in 2 runs of 41 in session 34). Asked only when a lock
+ * released, and a control message lost, in 1 run of 41 in session 34). Asked only when a lock
  * has been held past the watch's verdict time, so the scan of /proc costs nothing in a run. */
 #include <dirent.h>
 #include <stdio.h>
