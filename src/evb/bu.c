@@ -45,8 +45,7 @@ struct evb_bu {
     uint64_t acked;       /* the last delivery whose acknowledgements were staged */
     uint64_t committed;   /* deliveries no RU can re-send (sdd_evb_node_committed) */
     uint64_t events_acked, events_committed; /* events built up to `acked`, `committed` */
-    uint64_t doubt_ns;    /* acks of bulks in doubt left at this time; 0: none in doubt */
-    bool lapsed;          /* a lease had lapsed before the staged acks were posted */
+    uint64_t doubt_ns; /* acks of bulks in doubt left at this time; 0: none in doubt */
 };
 
 sdd_err evb_bu_create(struct sdd_evb_node *n)
@@ -406,31 +405,19 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead)
     }
 }
 
-/* Called by ctl.c just before it posts control messages. A bulk's events are committed once its
- * acknowledgements were posted and every lease held at a moment after the post (deliver checked
- * them before the hand-off; this checks them again before the acknowledgements go, and
- * evb_bu_acks_left once more after). If one has lapsed, this process stalled (or its RUs fell
- * silent) while it delivered, and an RU may have given the bulk to another BU: the
- * acknowledgements may come too late for that RU. */
-void evb_bu_before_flush(struct sdd_evb_node *n)
-{
-    struct evb_bu *bu = n->bu;
-    if (bu != NULL && bu->acks_staged > 0 && !bu->lapsed && !evb_lease_ok(n, sdd_now_ns())) {
-        bu->lapsed = true;
-    }
-}
-
-/* Called after a flush: moves the committed mark. The leases are checked once more now that the
- * acknowledgements are posted: a stall during the post itself (a spin on the RU's shm region
- * lock while that RU's progress holds it, a SIGSTOP there) may have let the RUs give this BU up
- * before they reached them. A lease that holds now holds past the post: no RU can give this BU
- * up before dead_ms / 2 from now (lease.c), and what was posted to it is already in its shm
- * region or on its way in a kernel socket, read well before then. (Over tcp an acknowledgement
- * can still wait in libfabric's own queue when the socket is full: a stall then is not seen.)
- * Bulks whose acknowledgements left after a lease lapsed are in doubt (counted, said) until
- * every live remote RU echoes a heartbeat sent after them (it read them first, and had not
- * given this BU up: it does not answer one it gave up), or until this BU fences (they never
- * commit: the node's consumers drop them). */
+/* Called after a flush: moves the committed mark. A bulk's events are committed once its
+ * acknowledgements were posted and every lease held at a moment after the post (deliver
+ * checked them before the hand-off). A lease that holds now holds past the post: no RU can
+ * give this BU up before dead_ms / 2 from now (lease.c), and what was posted to it is already
+ * in its shm region or on its way in a kernel socket, read well before then. If one has
+ * lapsed, this process stalled (or its RUs fell silent) while it delivered or posted — over
+ * shm a post spins on the RU's region lock while that RU's progress holds it, and a SIGSTOP
+ * can land there — and an RU may have given the bulk to another BU: the acknowledgements may
+ * have come too late for it. (Over tcp an acknowledgement can still wait in libfabric's own
+ * queue when the socket is full: a stall then is not seen.) Such bulks are in doubt
+ * (counted, said) until every live remote RU echoes a heartbeat sent after them (it read them
+ * first, and had not given this BU up: it does not answer one it gave up), or until this BU
+ * fences (they never commit: the node's consumers drop them). */
 void evb_bu_acks_left(struct sdd_evb_node *n)
 {
     struct evb_bu *bu = n->bu;
@@ -438,10 +425,8 @@ void evb_bu_acks_left(struct sdd_evb_node *n)
         return; /* nothing new, or some acknowledgements still wait to be posted */
     }
     uint64_t now = sdd_now_ns();
-    if (bu->acks_staged > 0 && !evb_lease_ok(n, now)) {
-        bu->lapsed = true;
-    }
-    if (bu->doubt_ns == 0 && bu->acks_staged > 0 && bu->lapsed) {
+    bool lapsed = bu->acks_staged > 0 && !evb_lease_ok(n, now);
+    if (bu->doubt_ns == 0 && lapsed) {
         bu->doubt_ns = now;
         n->st.bulks_in_doubt += bu->acks_staged;
         SDD_WARN(LOG,
@@ -455,7 +440,6 @@ void evb_bu_acks_left(struct sdd_evb_node *n)
         evb_ctl_flush(n);
     }
     bu->acks_staged = 0;
-    bu->lapsed = false;
     if (bu->doubt_ns != 0 && !evb_lease_echoed_since(n, bu->doubt_ns, now)) {
         return;
     }

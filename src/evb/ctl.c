@@ -110,7 +110,6 @@ void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t
                         .c = c,
                         .d = d};
     if (n->backlog_n == 0 && n->nstaged[to] == EVB_CTL_BATCH) {
-        evb_bu_before_flush(n); /* acknowledgements may go now: see bu.c */
         flush_peer(n, to);
     }
     if (n->backlog_n > 0) {
@@ -124,7 +123,6 @@ void evb_ctl_send_d(struct sdd_evb_node *n, uint32_t to, uint16_t type, uint64_t
 
 int evb_ctl_flush(struct sdd_evb_node *n)
 {
-    evb_bu_before_flush(n); /* acknowledgements may go now: see bu.c */
     int sent = 0;
     for (uint32_t to = 0; n->staged > 0 && to < n->o.nnodes; to++) {
         sent += flush_peer(n, to);

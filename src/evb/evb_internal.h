@@ -231,7 +231,6 @@ void evb_bu_on_ru_gone(struct sdd_evb_node *n, uint32_t ru, bool dead);
 /* Bulk k was built by a BU that died since: acknowledge its re-sends as duplicates. */
 void evb_bu_on_built_elsewhere(struct sdd_evb_node *n, uint64_t k);
 int evb_bu_step(struct sdd_evb_node *n, uint64_t now);
-void evb_bu_before_flush(struct sdd_evb_node *n);
 void evb_bu_acks_left(struct sdd_evb_node *n);
 bool evb_bu_finished(const struct sdd_evb_node *n);
 /* Drop every bulk held, unbuilt and unacknowledged (their RUs re-send them elsewhere). */
