@@ -229,21 +229,6 @@ static int et_node_main(struct sdd_evb_opts o, int port_w, int list_r)
     return err == SDD_OK ? 0 : err == SDD_EFENCED ? ET_FENCED : 6;
 }
 
-/* The process state letter of pid ('R', 'S', 'T', ...), or 0. */
-static char et_proc_state(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    size_t len = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
-    if (f != NULL) {
-        fclose(f);
-    }
-    buf[len] = 0;
-    const char *end = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
-    return end != NULL && end[1] == ' ' ? end[2] : 0;
-}
-
 /* et_stall_post: the node `pid` holds owner's region lock and, a moment later, spins on it in
  * its next post there. Stop it while it spins, then release the lock for everyone else: the
  * post completes only once the node is continued. */
@@ -255,10 +240,10 @@ static void et_stop_spinning(pid_t pid, pid_t owner)
     kill(pid, SIGSTOP);
     atomic_store(&et_sh->stalled_ns, sdd_now_ns());
     uint64_t deadline = sdd_now_ns() + 10 * SDD_NS_PER_S;
-    while (et_proc_state(pid) != 'T' && sdd_now_ns() < deadline) {
+    while (proc_state_of(pid) != 'T' && sdd_now_ns() < deadline) {
         sdd_sleep_ns(100 * SDD_NS_PER_US);
     }
-    CHECK_EQ(et_proc_state(pid), 'T');
+    CHECK_EQ(proc_state_of(pid), 'T');
     pthread_spin_unlock(lock);
     printf("stopped node process %d spinning on a lock, released the lock\n", (int)pid);
 }

@@ -34,6 +34,21 @@ static inline pthread_spinlock_t *shm_region_lock_of(pid_t owner)
     return lo != 0 ? (pthread_spinlock_t *)(lo + SHM_REGION_LOCK_AT) : NULL;
 }
 
+/* The state letter of process pid ('R', 'S', 'T' when stopped, ...), or 0 when it is gone. */
+static inline char proc_state_of(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    size_t len = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+    if (f != NULL) {
+        fclose(f);
+    }
+    buf[len] = '\0';
+    const char *end = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    return end != NULL && end[1] == ' ' ? end[2] : 0;
+}
+
 /* The same lock, for a process that has not mapped owner's region (a test harness that
  * releases a lock a node took): mapped here from /dev/shm, never unmapped; NULL if none. */
 static inline pthread_spinlock_t *shm_region_lock_map(pid_t owner)

@@ -54,17 +54,8 @@ static void server_lock_and_stop(struct ft_side *s)
 /* Wait (up to 10 s) until the child is stopped: it holds the lock. */
 static bool wait_stopped(pid_t pid)
 {
-    char path[64], stat[256];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     for (int i = 0; i < 2000; i++) {
-        FILE *f = fopen(path, "r");
-        size_t n = f != NULL ? fread(stat, 1, sizeof(stat) - 1, f) : 0;
-        if (f != NULL) {
-            fclose(f);
-        }
-        stat[n] = '\0';
-        const char *p = strrchr(stat, ')');
-        if (p != NULL && p[1] == ' ' && p[2] == 'T') {
+        if (proc_state_of(pid) == 'T') {
             return true;
         }
         sdd_sleep_ns(5 * SDD_NS_PER_MS);
