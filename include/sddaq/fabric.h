@@ -107,8 +107,15 @@ SDD_API int sdd_fabric_release_shm_of(pid_t pid);
  * died, with nobody alive to release them, that this process released (docs/fabric.md). */
 SDD_API uint64_t sdd_fabric_shm_locks_released(void);
 /* shm: peer processes this process killed because one of them, stopped (SIGSTOP), held such a
- * lock for SDDAQ_SHM_FENCE_MS (default 3000; 0: never) and so held up everyone else. */
+ * lock for the fence time (SDDAQ_SHM_FENCE_MS, default 3000; 0: never) and so held up
+ * everyone else. */
 SDD_API uint64_t sdd_fabric_shm_peers_fenced(void);
+/* shm: lower this process's fence time to ms (at least 100), so that a stopped peer holding a
+ * lock holds this process up for about that long at most (plus 100 ms to release the lock
+ * after the kill, and half the fence time to notice the stop). Never raises it, and leaves a
+ * fence turned off (SDDAQ_SHM_FENCE_MS=0) off. The event builder sets dead_ms / 8, so that
+ * such a stall ends well inside its leases (docs/evb.md). */
+SDD_API void sdd_fabric_shm_fence_within(unsigned ms);
 
 /* ---- memory registration ------------------------------------------------------------------ */
 

@@ -96,7 +96,6 @@ struct evb_peer {
     uint64_t last_rx_ns;
     uint64_t echo_ns;          /* the newest clock value its heartbeats carried */
     uint64_t lease_until_ns;   /* our lease from it (lease.c): until then it has not given us up */
-    uint64_t lease_renewed_ns; /* when that lease was last extended */
     uint64_t lease_echo_ns;    /* our clock value whose echo extended it */
     bool hb_answered;          /* its first heartbeat got an immediate one back */
     struct sdd_rkey slots;
@@ -192,6 +191,8 @@ bool evb_lease_from(const struct sdd_evb_node *n, uint32_t node, uint64_t now);
 bool evb_lease_ok(const struct sdd_evb_node *n, uint64_t now);
 /* Every live remote RU's lease holds and comes from an echo of our clock at t or later. */
 bool evb_lease_echoed_since(const struct sdd_evb_node *n, uint64_t t, uint64_t now);
+/* This process came back from a stall only once the lease from `node` had lapsed. */
+bool evb_lease_stalled_past(const struct sdd_evb_node *n, uint32_t node);
 /* Remote RU node `node` is being lost (closed or silent): true when this BU cannot tell that
  * RU's failure from having been given up itself, and must fence instead of building without
  * it. */

@@ -12,7 +12,12 @@
  *
  * When a remote RU is lost (its connection closes, or it stays silent past dead_ms) while its
  * lease has lapsed, the BU cannot tell that RU's failure from having been given up by it:
- * - if this process stalled after the lease was last extended, it was given up, maybe;
+ * - if this process was still stalled when that lease lapsed (or stalled after), it was
+ *   given up, maybe. A stall that ended while the lease held is no such sign: the RU could
+ *   not give the BU up before the lease's echo + dead_ms, and the BU's heartbeats went out
+ *   again before echo + dead_ms / 2. Over shm a peer stopped holding a region lock stalls
+ *   everyone posting to that region for a few hundred ms (the fence time, dead_ms / 8, node.c)
+ *   - a stall that counted (> dead_ms / 4) but ends inside the leases;
  * - if no other live remote RU's lease holds either, it is the one cut off, maybe.
  * Either way it fences: it drops what it holds, unbuilt and unacknowledged, and leaves the
  * run; the RUs re-send those bulks to the survivors. Otherwise the RU failed, and its events
@@ -31,7 +36,6 @@ void evb_lease_on_hb(struct sdd_evb_node *n, uint32_t node, uint64_t a, uint64_t
     uint64_t until = d != 0 ? d + n->lease_ns : 0;
     if (until > p->lease_until_ns && until > now) {
         p->lease_until_ns = until;
-        p->lease_renewed_ns = now;
         p->lease_echo_ns = d;
     }
     if (!p->hb_answered || c == EVB_HB_ANSWER_NOW) {
@@ -93,13 +97,18 @@ bool evb_lease_echoed_since(const struct sdd_evb_node *n, uint64_t t, uint64_t n
     return true;
 }
 
+bool evb_lease_stalled_past(const struct sdd_evb_node *n, uint32_t node)
+{
+    return n->pause_end_ns != 0 && n->pause_end_ns >= n->peers[node].lease_until_ns;
+}
+
 bool evb_lease_must_fence(const struct sdd_evb_node *n, uint32_t node, uint64_t now)
 {
     const struct evb_peer *lost = &n->peers[node];
     if (n->bu_of[n->self] < 0 || n->ru_of[node] < 0 || lost->done || lost->lease_until_ns > now) {
         return false; /* not an RU we build from, or it failed while it still vouched for us */
     }
-    if (n->pause_end_ns > lost->lease_renewed_ns) {
+    if (evb_lease_stalled_past(n, node)) {
         return true;
     }
     bool others = false;

@@ -311,6 +311,12 @@ sdd_err sdd_evb_node_create(const struct sdd_evb_opts *opts, sdd_evb_node **out)
         goto out_free;
     }
     n->info = sdd_ep_info(n->ep);
+    if (is_shm(n->info->provider)) {
+        /* A peer stopped holding a lock of shm's stalls every poster to that region until
+         * the lock watches kill it; that stall must end well inside a lease (dead_ms / 2),
+         * or a survivor takes it for its own and fences (lease.c). */
+        sdd_fabric_shm_fence_within(opts->dead_ms / 8);
+    }
     n->announce = choose_announce(n->info);
     n->pull = sdd_evb_transfer_reads(&n->o, n->info->provider);
     /* Writes in pieces are safe from a dead target; reads and whole writes are not. */
@@ -467,8 +473,7 @@ static void fence(struct sdd_evb_node *n, uint32_t node, const char *why)
     SDD_ERROR(LOG,
               "node %u: lost RU node %u (%s) after its lease lapsed; this node %s, so the RUs "
               "may have given its bulks to others: it drops them and leaves the run (fenced)",
-              n->self, node, why,
-              n->pause_end_ns > n->peers[node].lease_renewed_ns ? "stalled" : "is cut off");
+              n->self, node, why, evb_lease_stalled_past(n, node) ? "stalled" : "is cut off");
     if (n->bu) {
         evb_bu_fence(n);
     }

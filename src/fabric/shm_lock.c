@@ -16,13 +16,15 @@
  *
  * Fencing: a peer stopped for good (SIGSTOP) while it holds a lock wedges every process that
  * posts to that region, or progresses it, and none of them can run the heartbeats that would
- * give it up. So the watch also looks every STOP_CHECK_MS for a stopped peer, samples the
- * locks while one is, and when a lock stays held for SDDAQ_SHM_FENCE_MS (default 3 s, 0: never)
- * with a stopped peer that may hold it, kills the stopped peers (through their pidfds: no PID
- * reuse) and releases the lock as for any death. A process under a debugger (ptrace stop) is
- * never killed. */
+ * give it up. So the watch also looks for a stopped peer (every STOP_CHECK_MS, or half the
+ * fence time if shorter), samples the locks while one is, and when a lock stays held for the
+ * fence time (SDDAQ_SHM_FENCE_MS, default 3 s, 0: never; a layer above may lower it with
+ * sdd_fabric_shm_fence_within) with a stopped peer, kills the stopped peers (through their
+ * pidfds: no PID reuse) and releases the lock once it stays held CONFIRM_MS after that with
+ * nobody stopped. A process under a debugger (ptrace stop) is never killed. */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,6 +53,7 @@
 #define WATCH_MS       3000 /* after the latest death, or while a peer is stopped */
 #define STOP_CHECK_MS  250  /* while peers are watched: is one of them stopped? */
 #define FENCE_MS       3000 /* default SDDAQ_SHM_FENCE_MS */
+#define FENCE_MIN_MS   100  /* 20 samples: a lock seen held throughout is not just busy */
 
 struct watched {
     pid_t pid;
@@ -68,7 +71,15 @@ static struct {
 
 static _Atomic uint64_t locks_released;
 static _Atomic uint64_t peers_fenced;
-static unsigned fence_ms; /* read when the watch thread starts; 0: never kill */
+static unsigned fence_env_ms;                    /* SDDAQ_SHM_FENCE_MS, read at watch start */
+static _Atomic unsigned fence_cap_ms = UINT_MAX; /* sdd_fabric_shm_fence_within */
+
+/* The fence time in milliseconds; 0: never kill. */
+static unsigned fence_ms(void)
+{
+    unsigned cap = atomic_load(&fence_cap_ms);
+    return fence_env_ms < cap ? fence_env_ms : cap;
+}
 
 /* The value glibc gives a free spin lock (1 on x86-64, where holders count it down). */
 static int free_lock_value(void)
@@ -87,8 +98,9 @@ struct region {
     uint8_t *page;
     unsigned held;       /* consecutive samples found held */
     uint64_t held_since; /* the first of them */
-    unsigned deferred;   /* consecutive STUCK_MS verdicts put off for a stopped holder */
-    uint64_t cleared_ns; /* a first verdict found nobody stopped: when; 0 if none */
+    uint64_t look_ns;    /* the next verdict while it stays held */
+    bool cleared;        /* a verdict found nobody stopped: the next one releases */
+    bool fenced;         /* a verdict killed the stopped peers: the next one releases */
 };
 
 /* Map the first page of an shm region that /proc/self/maps shows at [lo, hi) under `path`:
@@ -150,8 +162,6 @@ static unsigned find_regions(struct region *r, unsigned max)
         r[n].owner = owner;
         r[n].page = page;
         r[n].held = 0;
-        r[n].deferred = 0;
-        r[n].cleared_ns = 0;
         n++;
     }
     fclose(f);
@@ -167,7 +177,7 @@ static char proc_state(pid_t pid)
 }
 
 /* Kill watched peer w, stopped by a signal while the lock of region `name` held up its posters
- * for fence_ms. The pidfd names the very process watched, never a reused PID. */
+ * for the fence time. The pidfd names the very process watched, never a reused PID. */
 static void kill_stopped_peer(const struct watched *w, const char *name)
 {
     if (syscall(SYS_pidfd_send_signal, w->fd, SIGKILL, NULL, 0) != 0) {
@@ -179,7 +189,7 @@ static void kill_stopped_peer(const struct watched *w, const char *name)
     SDD_WARN("fabric",
              "shm region %s: its lock was held for %u ms while peer process %d was stopped "
              "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: never)",
-             name, fence_ms, (int)w->pid);
+             name, fence_ms(), (int)w->pid);
 }
 
 /* Whether a watched peer is stopped now: by a signal ('T'), and with `traced` also by a
@@ -214,53 +224,72 @@ static bool holder_may_be_stopped(const struct region *r)
     return !owner_gone && (stopped_peers(true, NULL) || ep_shm_stopped_mapper(r->name));
 }
 
-/* A lock held for STUCK_MS, or CONFIRM_MS after a first verdict: keep it while a stopped
- * process may hold it (killing the stopped peers once it has been so for fence_ms in a row),
- * else release it at the second verdict in a row. A holder continued (SIGCONT) just before
- * the first look is back inside its critical section and lets the lock go within moments: a
- * release at the first verdict let one such finish on a region the others had gone on using
- * (session 34). */
+/* A verdict on a lock held since r->held_since. Past the fence time with a peer stopped by a
+ * signal: kill the stopped peers, and release the lock if it is still held CONFIRM_MS later
+ * with nobody stopped. Else, once held STUCK_MS: keep it while a stopped process may hold it
+ * (it comes back), and release it at a second verdict CONFIRM_MS later that still finds
+ * nobody stopped. A holder continued (SIGCONT) just before the first is back inside its
+ * critical section and lets the lock go within moments: a release at the first verdict let
+ * one such finish on a region the others had gone on using (session 34). */
 static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t now)
 {
-    r->held = 0;
-    if (holder_may_be_stopped(r)) {
-        r->cleared_ns = 0;
-        if (fence_ms > 0 && ++r->deferred * STUCK_MS >= fence_ms) {
-            r->deferred = 0;
-            stopped_peers(false, r->name);
-        }
-        return; /* looked at again after another STUCK_MS */
-    }
-    if (r->cleared_ns == 0) {
-        r->cleared_ns = now; /* looked at again after CONFIRM_MS */
+    uint64_t held_ms = (now - r->held_since) / SDD_NS_PER_MS;
+    unsigned fence = fence_ms();
+    if (fence > 0 && held_ms >= fence && stopped_peers(false, r->name)) {
+        r->fenced = true; /* and killed */
+        r->cleared = false;
+        r->look_ns = now + CONFIRM_MS * SDD_NS_PER_MS;
         return;
     }
-    r->cleared_ns = 0;
+    uint64_t next_ms = STUCK_MS; /* or sooner, if the fence verdict is due sooner */
+    if (fence > 0 && held_ms < fence && fence - held_ms < next_ms) {
+        next_ms = fence - held_ms;
+    }
+    if (held_ms < STUCK_MS && !r->fenced) { /* a fence verdict that found nobody stopped */
+        uint64_t to_stuck = STUCK_MS - held_ms;
+        r->look_ns = now + (next_ms < to_stuck ? next_ms : to_stuck) * SDD_NS_PER_MS;
+        return;
+    }
+    if (holder_may_be_stopped(r)) {
+        r->cleared = false;
+        r->look_ns = now + next_ms * SDD_NS_PER_MS;
+        return;
+    }
+    if (!r->cleared && !r->fenced) {
+        r->cleared = true;
+        r->look_ns = now + CONFIRM_MS * SDD_NS_PER_MS;
+        return;
+    }
+    r->held = 0;
     atomic_store_explicit(lock, free_value, memory_order_release);
     atomic_fetch_add(&locks_released, 1);
     SDD_WARN("fabric",
-             "shm region %s: its lock was held for %d ms after a peer died; released (the "
-             "holder died holding it)",
-             r->name, STUCK_MS + CONFIRM_MS);
+             "shm region %s: its lock stayed held for %llu ms, and a peer %s meanwhile; "
+             "released (the holder died holding it)",
+             r->name, (unsigned long long)held_ms, r->fenced ? "was killed" : "died");
 }
 
-/* One look at every region's lock: judge those found held in every look for STUCK_MS (then
- * CONFIRM_MS), and in at least half the looks that many SAMPLE_MS make (a watch thread kept
- * off the CPU for long saw too little to tell). A dead owner's region is released whoever
- * else is stopped: nothing reads it any more. */
+/* One look at every region's lock: judge one found held in every look since its first, at the
+ * times judge sets (the first: the fence time or STUCK_MS, whichever is sooner), and only if
+ * the looks were at least half as many as SAMPLE_MS makes (a watch thread kept off the CPU
+ * for long saw too little to tell). A dead owner's region is released whoever else is
+ * stopped: nothing reads it any more. */
 static void sample_locks(struct region *r, unsigned n, int free_value)
 {
     uint64_t now = sdd_now_ns();
+    unsigned fence = fence_ms();
+    unsigned first_ms = fence > 0 && fence < STUCK_MS ? fence : STUCK_MS;
     for (unsigned i = 0; i < n; i++) {
         _Atomic int *lock = (_Atomic int *)(void *)(r[i].page + REGION_LOCK_AT);
-        unsigned ms = r[i].cleared_ns != 0 ? CONFIRM_MS : STUCK_MS;
         if (atomic_load_explicit(lock, memory_order_relaxed) == free_value) {
             r[i].held = 0;
-            r[i].deferred = 0;
-            r[i].cleared_ns = 0;
         } else if (r[i].held++ == 0) {
             r[i].held_since = now;
-        } else if (r[i].held >= ms / SAMPLE_MS / 2 && now - r[i].held_since >= ms * SDD_NS_PER_MS) {
+            r[i].look_ns = now + first_ms * SDD_NS_PER_MS;
+            r[i].cleared = false;
+            r[i].fenced = false;
+        } else if (now >= r[i].look_ns &&
+                   (uint64_t)r[i].held * SAMPLE_MS * 2 * SDD_NS_PER_MS >= now - r[i].held_since) {
             judge(&r[i], lock, free_value, now);
         }
     }
@@ -301,8 +330,9 @@ static unsigned rescan_regions(struct region *r, unsigned n)
             if (strcmp(fresh[i].name, r[j].name) == 0) {
                 fresh[i].held = r[j].held;
                 fresh[i].held_since = r[j].held_since;
-                fresh[i].deferred = r[j].deferred;
-                fresh[i].cleared_ns = r[j].cleared_ns;
+                fresh[i].look_ns = r[j].look_ns;
+                fresh[i].cleared = r[j].cleared;
+                fresh[i].fenced = r[j].fenced;
                 break;
             }
         }
@@ -353,7 +383,9 @@ static void *watch_thread(void *arg)
             }
         }
         pthread_mutex_unlock(&g.mu);
-        int idle_ms = fence_ms > 0 && n > 1 ? STOP_CHECK_MS : -1;
+        unsigned fence = fence_ms();
+        int stop_check_ms = fence > 0 && fence / 2 < STOP_CHECK_MS ? (int)fence / 2 : STOP_CHECK_MS;
+        int idle_ms = fence > 0 && n > 1 ? stop_check_ms : -1;
         int rc = poll(fds, n, watch_end != 0 ? SAMPLE_MS : idle_ms);
         if (rc < 0 && errno != EINTR) {
             return NULL;
@@ -370,8 +402,8 @@ static void *watch_thread(void *arg)
             SDD_DEBUG("fabric", "an shm peer ended: watching the locks of %u shm regions", nr);
         }
         uint64_t now = sdd_now_ns();
-        if (fence_ms > 0 && now >= next_stop_check) {
-            next_stop_check = now + STOP_CHECK_MS * SDD_NS_PER_MS;
+        if (fence > 0 && now >= next_stop_check) {
+            next_stop_check = now + (uint64_t)stop_check_ms * SDD_NS_PER_MS;
             bool stopped = stopped_peers(false, NULL);
             if (stopped && !was_stopped) { /* maybe regions mapped since the last look */
                 nr = rescan_regions(r, nr);
@@ -429,7 +461,7 @@ static bool start_thread(void)
         pthread_atfork(lock_before_fork, unlock_after_fork, reset_in_child);
         atfork_set = true;
     }
-    fence_ms = read_fence_ms();
+    fence_env_ms = read_fence_ms();
     g.wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     pthread_t t;
     pthread_attr_t attr;
@@ -503,4 +535,15 @@ uint64_t sdd_fabric_shm_locks_released(void)
 uint64_t sdd_fabric_shm_peers_fenced(void)
 {
     return atomic_load(&peers_fenced);
+}
+
+void sdd_fabric_shm_fence_within(unsigned ms)
+{
+    unsigned want = ms < FENCE_MIN_MS ? FENCE_MIN_MS : ms;
+    unsigned cap = atomic_load(&fence_cap_ms);
+    while (want < cap && !atomic_compare_exchange_weak(&fence_cap_ms, &cap, want)) {
+    }
+    pthread_mutex_lock(&g.mu);
+    wake_thread(); /* its idle wait may be the longer one */
+    pthread_mutex_unlock(&g.mu);
 }

@@ -22,6 +22,29 @@
 
 static const char *et_provider = "tcp";
 
+/* Whether case `name` runs: all of them, or those SDDAQ_EVB_CASES lists (comma-separated
+ * names without test_, e.g. stop_continue_bu,stop_continue_combined), to repeat a few. */
+static inline bool et_case(const char *name)
+{
+    const char *list = getenv("SDDAQ_EVB_CASES");
+    size_t len = strlen(name);
+    for (const char *p = list; p != NULL && *p != '\0'; p += strcspn(p, ",")) {
+        p += *p == ',';
+        if (strncmp(p, name, len) == 0 && (p[len] == ',' || p[len] == '\0')) {
+            return true;
+        }
+    }
+    return list == NULL;
+}
+
+/* Runs test_NAME() if et_case picks it. */
+#define ET_CASE(name)         \
+    do {                      \
+        if (et_case(#name)) { \
+            test_##name();    \
+        }                     \
+    } while (0)
+
 /* Shared between all node processes and the parent. */
 struct et_shared {
     _Atomic uint64_t built_total;
@@ -53,6 +76,7 @@ static uint64_t et_stall_at;
 static uint32_t et_stall_ms; /* 0: continue it once an RU gave it up; else after this long */
 static bool et_stall_kill;   /* SIGKILL it instead, still stopped inside the delivery */
 static bool et_stall_locked; /* shm: it stops holding its own region's spin lock */
+static bool et_stall_third;  /* shm: ... the next BU's (nodes 2-4) instead of its own */
 /* shm: instead of stopping itself, it takes node 0's region lock and goes on, so that its next
  * post to node 0 (the bulk's acknowledgement) spins there; the harness stops it while it spins
  * and only then releases the lock */
@@ -132,7 +156,8 @@ static void et_on_event(const struct sdd_evb_event *ev, void *arg)
                 pthread_spin_lock(lock); /* et_stop_spinning (the harness) releases it */
                 return;
             }
-            pthread_spinlock_t *lock = et_stall_locked ? shm_region_lock_of(getpid()) : NULL;
+            pid_t of = et_stall_third ? atomic_load(&et_sh->pid[2 + (et_node - 1) % 3]) : getpid();
+            pthread_spinlock_t *lock = et_stall_locked ? shm_region_lock_of(of) : NULL;
             if (lock != NULL) {
                 pthread_spin_lock(lock); /* as libfabric holds it while it progresses */
             }

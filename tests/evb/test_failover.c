@@ -434,37 +434,42 @@ static void test_kill_ru(void)
 /* Over shm: a BU stops while it holds its own region's spin lock, as it would if stopped
  * inside libfabric's progress. Every RU that posts to it spins on that lock and cannot run
  * the heartbeats that would give it up: the run hung here for good before session 33. The
- * peers' lock watches must kill it after the fence time (SDDAQ_SHM_FENCE_MS) and release the
- * lock; it then ends as a BU killed mid-delivery does: none lost, the events it delivered of
- * its last bulk built again flagged RESENT, a committing consumer keeping each once. */
-static void test_stop_holding_shm_lock(void)
+ * peers' lock watches must kill it after the fence time (the builder's: dead_ms / 8) and
+ * release the lock; it then ends as a BU killed mid-delivery does: none lost, the events it
+ * delivered of its last bulk built again flagged RESENT, a committing consumer keeping each
+ * once; every other node ends well. */
+static void stop_holding_shm_lock(uint32_t dead_ms, bool third)
 {
     struct sdd_evb_opts o;
     base_opts(&o, 45000);
+    o.dead_ms = dead_ms;
     o.roles[0] = o.roles[1] = SDD_EVB_ROLE_RU;
     o.roles[2] = o.roles[3] = o.roles[4] = SDD_EVB_ROLE_BU;
     int st[SDD_EVB_MAX_NODES];
     et_stall_at = o.events / 4 + 5 + 1;
     et_stall_locked = true;
-    printf("2 RUs x 3 BUs, the BU building event %llu stops holding its shm region's lock\n",
-           (unsigned long long)(et_stall_at - 1));
+    et_stall_third = third;
+    printf("2 RUs x 3 BUs, dead_ms %u, the BU building event %llu stops holding %s shm region's "
+           "lock\n",
+           o.dead_ms, (unsigned long long)(et_stall_at - 1), third ? "another BU's" : "its");
     uint64_t t0 = sdd_now_ns();
     CHECK_REQUIRE(et_run_sig(o, -1, 0, 0, false, st) == 0);
     et_stall_at = 0;
     et_stall_locked = false;
+    et_stall_third = false;
     int stopped = -1;
     for (int i = 2; i < 5; i++) {
-        if (st[i] != 0) {
+        if (st[i] == -SIGKILL) {
             stopped = i;
         }
     }
     CHECK(stopped >= 2);
-    CHECK_EQ(st[0], 0);
-    CHECK_EQ(st[1], 0);
-    CHECK(atomic_load(&et_sh->shm_fenced) >= 1);
-    if (stopped >= 2) {
-        CHECK_EQ(st[stopped], -SIGKILL);
+    for (int i = 0; i < 5; i++) { /* nobody else fenced: the stall ended inside the leases */
+        if (i != stopped) {
+            CHECK_EQ(st[i], 0);
+        }
     }
+    CHECK(atomic_load(&et_sh->shm_fenced) >= 1);
     struct et_tally t = et_count(o.events);
     CHECK_EQ(t.lost, 0);
     CHECK_EQ(t.complete, o.events);
@@ -475,11 +480,28 @@ static void test_stop_holding_shm_lock(void)
     /* the stop to the first events built from re-sent bulks, as the harness saw them */
     double resumed_ms =
         (double)(atomic_load(&et_sh->resent_seen_ns) - atomic_load(&et_sh->stalled_ns)) / 1e6;
-    CHECK(resumed_ms >= 2900.0); /* not before the fence time: a stopped holder may come back */
+    /* Not before the fence time (the builder's, dead_ms / 8): a stopped holder may come back. */
+    CHECK(resumed_ms >= o.dead_ms / 8.0 - 25.0);
     printf("  killed by %llu peer lock watch(es); re-sent bulks built %.0f ms after the stop; "
            "run of %.1f s, %llu events built twice, all flagged RESENT\n",
            (unsigned long long)atomic_load(&et_sh->shm_fenced), resumed_ms,
            (double)(sdd_now_ns() - t0) / 1e9, (unsigned long long)t.dup);
+}
+
+static void test_stop_holding_shm_lock(void)
+{
+    stop_holding_shm_lock(3000, false);
+}
+
+/* Over shm: a BU stops holding the lock of another BU's region. The RUs posting to that BU
+ * spin, and so does its own progress, until the lock watches kill the stopped one: at a fence
+ * time of 3 s (before session 35) past dead_ms (1 s here), that BU heard nothing from any RU
+ * and fenced itself as cut off, and the others as stalled. The builder lowers the fence time
+ * to dead_ms / 8, and a stall that ends inside the leases does not count (lease.c): only the
+ * stopped BU leaves. */
+static void test_stop_holding_third_lock(void)
+{
+    stop_holding_shm_lock(1000, true);
 }
 
 /* Over shm: a BU stops inside the post of its acknowledgements, after its last lease check
@@ -515,12 +537,13 @@ static void test_stop_posting_acks(void)
  * that stops there holding a lock of libfabric's. */
 static void self_stop_tests(void)
 {
-    test_stall_mid_delivery();
-    test_short_stall_mid_delivery();
-    test_kill_mid_delivery();
+    ET_CASE(stall_mid_delivery);
+    ET_CASE(short_stall_mid_delivery);
+    ET_CASE(kill_mid_delivery);
     if (strncmp(et_provider, "shm", 3) == 0) {
-        test_stop_holding_shm_lock();
-        test_stop_posting_acks();
+        ET_CASE(stop_holding_shm_lock);
+        ET_CASE(stop_holding_third_lock);
+        ET_CASE(stop_posting_acks);
     }
 }
 
@@ -541,21 +564,19 @@ static void all_tests(void)
         self_stop_tests();
         return;
     }
-    test_kill_bu();
-    test_stop_bu();
+    ET_CASE(kill_bu);
+    ET_CASE(stop_bu);
     /* Over shm these left a bulk kept twice in 1 run of 14 in session 33: stopped inside the
      * post of its acknowledgements (test_stop_posting_acks), fixed in session 34, as was a
-     * lock released under its stopped holder (fabric.shm_lock). Left: stopped holding the lock
-     * of a third node's region (dead_ms 1 s here), the node stalls that region's posters past
-     * dead_ms, before the lock watches kill it; a survivor then fences itself as stalled or cut
-     * off (nothing lost; 4 runs of 64 in session 34, one of them with both survivors fenced:
-     * that run cannot end). So over shm they run only with SDDAQ_EVB_SHM_STOP_CONT=1. */
-    if (!shm || getenv("SDDAQ_EVB_SHM_STOP_CONT") != NULL) {
-        test_stop_continue_bu();
-        test_stop_continue_combined();
-    }
+     * lock released under its stopped holder (fabric.shm_lock). Until session 35 they ran over
+     * shm only on request: stopped holding the lock of a third node's region, the node stalled
+     * that region's posters for the fence time (3 s, past dead_ms), and a survivor fenced
+     * itself (4 runs of 64). The builder now lowers the fence time to dead_ms / 8 and a stall
+     * that ends inside the leases no longer counts (lease.c). */
+    ET_CASE(stop_continue_bu);
+    ET_CASE(stop_continue_combined);
     self_stop_tests();
-    test_kill_ru();
+    ET_CASE(kill_ru);
 }
 
 int main(int argc, char **argv)

@@ -7,9 +7,10 @@
  * bounded time, and the lock must have been released by sddaq's watch (shm_lock.c). An alarm
  * turns a hang into a failure. A lock held by a stopped process is not released, even when
  * another peer dies meanwhile: the stopped one comes back inside its critical section. But a
- * peer stopped holding a lock for SDDAQ_SHM_FENCE_MS (default 3 s) is killed (fenced), so that
- * the client, spinning on that lock meanwhile, goes on; a stopped peer that holds no lock is
- * left alone; a stopped holder the client no longer watches keeps its lock too. */
+ * peer stopped holding a lock for SDDAQ_SHM_FENCE_MS (default 3 s, or less after
+ * sdd_fabric_shm_fence_within) is killed (fenced), so that the client, spinning on that lock
+ * meanwhile, goes on; a stopped peer that holds no lock is left alone; a stopped holder the
+ * client no longer watches keeps its lock too. */
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -23,6 +24,7 @@
 
 static pid_t child_pid;
 static bool lock_own_region; /* server: its own region's lock, else the client's */
+static unsigned fence_within; /* client: sdd_fabric_shm_fence_within(this) first; 0: not */
 
 /* Tell the client we are ready, wait for its answer (after which it stays out of the
  * provider: the client's region's lock must not hold up its own progress), take the chosen
@@ -192,6 +194,9 @@ static void client_unwatched_holder(struct ft_side *s)
  * lock, so that the client gets its error. */
 static void client_fenced_holder(struct ft_side *s)
 {
+    if (fence_within > 0) {
+        sdd_fabric_shm_fence_within(fence_within);
+    }
     client_greet_stopped(s);
     uint64_t released = sdd_fabric_shm_locks_released();
     uint64_t fenced = sdd_fabric_shm_peers_fenced();
@@ -201,10 +206,15 @@ static void client_fenced_holder(struct ft_side *s)
     CHECK_EQ(sdd_fabric_shm_peers_fenced(), fenced + 1);
     CHECK(released_since(released));
     /* Not before the fence time: the stopped holder could have come back until then. */
-    CHECK(took_ms >= 2900.0);
+    double fence_ms = fence_within > 0 ? fence_within : 3000.0;
+    CHECK(took_ms >= fence_ms - 100.0);
+    if (fence_within > 0) {
+        CHECK(took_ms < 2900.0); /* the lowered fence time, not the default */
+    }
     alarm(0);
-    printf("server stopped holding %s region's lock: killed by the watch, error after %.0f ms\n",
-           lock_own_region ? "its own" : "the client's", took_ms);
+    printf("server stopped holding %s region's lock, fence time %.0f ms: killed by the watch, "
+           "error after %.0f ms\n",
+           lock_own_region ? "its own" : "the client's", fence_ms, took_ms);
 }
 
 /* Greet, then stop holding nothing. */
@@ -252,5 +262,9 @@ int main(void)
     CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_unwatched_holder, &child_pid) ==
           128 + SIGKILL);
     CHECK(ft_run_pair(2 * BIG, 0, server_stop, client_stopped_idle, &child_pid) == 128 + SIGKILL);
+    /* Last: a lowered fence time stays lowered in this process. */
+    fence_within = 300;
+    CHECK(ft_run_pair(2 * BIG, 0, server_lock_and_stop, client_fenced_holder, &child_pid) ==
+          128 + SIGKILL);
     return check_finish();
 }
