@@ -284,6 +284,31 @@ static bool et_any_resent(uint64_t events)
     return false;
 }
 
+/* Whether a node process other than `stopped` still runs (not reaped here: waitpid does). */
+static bool et_others_run(const pid_t *pids, uint32_t nn, pid_t stopped)
+{
+    for (uint32_t i = 0; i < nn; i++) {
+        siginfo_t info = {0};
+        if (pids[i] != stopped &&
+            waitid(P_PID, (id_t)pids[i], &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Wait up to 120 s until events built from re-sent bulks appear, or until no node but
+ * `stopped` runs any more (every survivor fenced: nobody is left to re-send, and the test
+ * reports it instead of waiting the 120 s). */
+static void et_wait_resent(uint64_t events, const pid_t *pids, uint32_t nn, pid_t stopped)
+{
+    uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
+    while (!et_any_resent(events) && et_others_run(pids, nn, stopped) && sdd_now_ns() < deadline) {
+        sdd_sleep_ns(10 * SDD_NS_PER_MS);
+    }
+}
+
 /* Run o.nnodes node processes with opts o (node index filled in). kill_node >= 0: send it sig
  * once kill_after events were built (anywhere). A node sent SIGSTOP is, with cont, continued
  * once an RU has given it up (events built from re-sent bulks appear) and left to end by
@@ -350,9 +375,8 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
             printf("killed the node stopped mid-delivery after %llu built events\n",
                    (unsigned long long)atomic_load(&et_sh->built_total));
         }
-        while (et_stall_ms == 0 && !et_stall_kill && !et_any_resent(o.events) &&
-               sdd_now_ns() < deadline) {
-            sdd_sleep_ns(10 * SDD_NS_PER_MS);
+        if (et_stall_ms == 0 && !et_stall_kill) {
+            et_wait_resent(o.events, pids, nn, atomic_load(&et_sh->stalled_pid));
         }
         atomic_store(&et_sh->resent_seen_ns, sdd_now_ns());
         if (atomic_load(&et_sh->stalled_pid) != 0 && !et_stall_kill) {
@@ -362,10 +386,7 @@ static int et_run_sig(struct sdd_evb_opts o, int kill_node, uint64_t kill_after,
         }
     }
     if (cont && sig == SIGSTOP && kill_node >= 0) {
-        uint64_t deadline = sdd_now_ns() + 120 * SDD_NS_PER_S;
-        while (!et_any_resent(o.events) && sdd_now_ns() < deadline) {
-            sdd_sleep_ns(10 * SDD_NS_PER_MS);
-        }
+        et_wait_resent(o.events, pids, nn, pids[kill_node]);
         kill(pids[kill_node], SIGCONT);
         printf("continued node %d after %llu built events, re-sent bulks seen\n", kill_node,
                (unsigned long long)atomic_load(&et_sh->built_total));
