@@ -19,9 +19,10 @@
  * give it up. So the watch also looks for a stopped peer (every STOP_CHECK_MS, or half the
  * fence time if shorter), samples the locks while one is, and when a lock stays held for the
  * fence time (SDDAQ_SHM_FENCE_MS, default 3 s, 0: never; a layer above may lower it with
- * sdd_fabric_shm_fence_within) with a stopped peer, kills the stopped peers (through their
- * pidfds: no PID reuse) and releases the lock once it stays held CONFIRM_MS after that with
- * nobody stopped. A process under a debugger (ptrace stop) is never killed. */
+ * sdd_fabric_shm_fence_within) with a peer stopped for half of it at least, kills the
+ * stopped peers (through their pidfds: no PID reuse) and releases the lock once it stays held
+ * CONFIRM_MS after that with nobody stopped. A process under a debugger (ptrace stop) is never
+ * killed. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -59,6 +60,7 @@ struct watched {
     pid_t pid;
     int fd; /* pidfd; -1 once the process ended */
     unsigned refs;
+    uint64_t stopped_since; /* the first of the looks in a row that found it stopped; 0: none */
 };
 
 static struct {
@@ -178,36 +180,70 @@ static char proc_state(pid_t pid)
 
 /* Kill watched peer w, stopped by a signal while the lock of region `name` held up its posters
  * for the fence time. The pidfd names the very process watched, never a reused PID. */
-static void kill_stopped_peer(const struct watched *w, const char *name)
+static bool kill_stopped_peer(const struct watched *w, const char *name)
 {
     if (syscall(SYS_pidfd_send_signal, w->fd, SIGKILL, NULL, 0) != 0) {
         SDD_WARN("fabric", "shm region %s: cannot kill stopped peer %d: %s", name, (int)w->pid,
                  strerror(errno));
-        return;
+        return false;
     }
     atomic_fetch_add(&peers_fenced, 1);
     SDD_WARN("fabric",
              "shm region %s: its lock was held for %u ms while peer process %d was stopped "
              "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: never)",
              name, fence_ms(), (int)w->pid);
+    return true;
+}
+
+/* Watched peer w's state now ('T': stopped by a signal, 't': by a debugger; 0: gone), noting
+ * since when it has been found stopped by a signal. Called with g.mu held. */
+static char look_at_peer(struct watched *w, uint64_t now)
+{
+    char st = w->fd >= 0 ? proc_state(w->pid) : 0;
+    if (st != 'T') {
+        w->stopped_since = 0;
+    } else if (w->stopped_since == 0) {
+        w->stopped_since = now;
+    }
+    return st;
 }
 
 /* Whether a watched peer is stopped now: by a signal ('T'), and with `traced` also by a
- * debugger ('t', a ptrace stop). With `kill_for` (a region's name), every peer stopped by a
- * signal is killed: one of them holds that region's lock. A debugger's is left alone. */
-static bool stopped_peers(bool traced, const char *kill_for)
+ * debugger ('t', a ptrace stop). *since (if not NULL) receives the latest time one stopped by
+ * a signal was first found so. */
+static bool stopped_peers(bool traced, uint64_t *since)
 {
     bool any = false;
+    uint64_t now = sdd_now_ns();
     pthread_mutex_lock(&g.mu);
-    for (unsigned i = 0; i < g.n && (kill_for != NULL || !any); i++) {
-        char st = g.w[i].fd >= 0 ? proc_state(g.w[i].pid) : 0;
+    for (unsigned i = 0; i < g.n; i++) {
+        char st = look_at_peer(&g.w[i], now);
         any = any || st == 'T' || (traced && st == 't');
-        if (kill_for != NULL && st == 'T') {
-            kill_stopped_peer(&g.w[i], kill_for);
+        if (since != NULL && st == 'T' && g.w[i].stopped_since > *since) {
+            *since = g.w[i].stopped_since;
         }
     }
     pthread_mutex_unlock(&g.mu);
     return any;
+}
+
+/* The lock of region `name` has been held for the fence time: kill every watched peer that
+ * is stopped by a signal and was already found so half a fence time ago (one of them holds
+ * it; one stopped only just now is not what held the lock all along). A debugger's is left
+ * alone. Returns how many were killed. */
+static unsigned kill_stopped_peers(const char *name, unsigned fence)
+{
+    unsigned killed = 0;
+    uint64_t now = sdd_now_ns();
+    pthread_mutex_lock(&g.mu);
+    for (unsigned i = 0; i < g.n; i++) {
+        if (look_at_peer(&g.w[i], now) == 'T' &&
+            now - g.w[i].stopped_since >= (uint64_t)fence / 2 * SDD_NS_PER_MS) {
+            killed += kill_stopped_peer(&g.w[i], name);
+        }
+    }
+    pthread_mutex_unlock(&g.mu);
+    return killed;
 }
 
 /* Whether a stopped (SIGSTOP, a debugger) live process could be what holds the lock of region
@@ -225,26 +261,26 @@ static bool holder_may_be_stopped(const struct region *r)
 }
 
 /* A verdict on a lock held since r->held_since. Past the fence time with a peer stopped by a
- * signal: kill the stopped peers, and release the lock if it is still held CONFIRM_MS later
- * with nobody stopped. Else, once held STUCK_MS: keep it while a stopped process may hold it
- * (it comes back), and release it at a second verdict CONFIRM_MS later that still finds
- * nobody stopped. A holder continued (SIGCONT) just before the first is back inside its
+ * signal for half of it at least: kill the stopped peers, and release the lock if it is still
+ * held CONFIRM_MS later with nobody stopped. Else, once held STUCK_MS: keep it while a stopped
+ * process may hold it (it comes back), and release it at a second verdict CONFIRM_MS later that
+ * still finds nobody stopped. A holder continued (SIGCONT) just before the first is back inside its
  * critical section and lets the lock go within moments: a release at the first verdict let
  * one such finish on a region the others had gone on using (session 34). */
 static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t now)
 {
     uint64_t held_ms = (now - r->held_since) / SDD_NS_PER_MS;
     unsigned fence = fence_ms();
-    if (fence > 0 && held_ms >= fence && stopped_peers(false, r->name)) {
+    if (fence > 0 && held_ms >= fence && kill_stopped_peers(r->name, fence) > 0) {
         r->fenced = true; /* and killed */
         r->cleared = false;
         r->look_ns = now + CONFIRM_MS * SDD_NS_PER_MS;
         return;
     }
-    uint64_t next_ms = STUCK_MS; /* or sooner, if the fence verdict is due sooner */
-    if (fence > 0 && held_ms < fence && fence - held_ms < next_ms) {
-        next_ms = fence - held_ms;
-    }
+    /* Looks again after STUCK_MS, or at the fence time if sooner, or past it every half fence
+     * time (a stopped peer found so only lately may be killed at the next). */
+    uint64_t fence_next_ms = held_ms < fence ? fence - held_ms : fence / 2;
+    uint64_t next_ms = fence > 0 && fence_next_ms < STUCK_MS ? fence_next_ms : STUCK_MS;
     if (held_ms < STUCK_MS && !r->fenced) { /* a fence verdict that found nobody stopped */
         uint64_t to_stuck = STUCK_MS - held_ms;
         r->look_ns = now + (next_ms < to_stuck ? next_ms : to_stuck) * SDD_NS_PER_MS;
@@ -372,7 +408,7 @@ static void *watch_thread(void *arg)
     int free_value = free_lock_value();
     uint64_t watch_end = 0;
     uint64_t next_stop_check = 0;
-    bool was_stopped = false;
+    uint64_t rescanned = 0; /* the last look for regions */
     for (;;) {
         pthread_mutex_lock(&g.mu);
         unsigned n = 0;
@@ -398,21 +434,25 @@ static void *watch_thread(void *arg)
          * peer closed) and its number taken by a new one. */
         if (any_died()) {
             nr = rescan_regions(r, nr);
+            rescanned = sdd_now_ns();
             watch_end = sdd_now_ns() + WATCH_MS * SDD_NS_PER_MS;
             SDD_DEBUG("fabric", "an shm peer ended: watching the locks of %u shm regions", nr);
         }
         uint64_t now = sdd_now_ns();
         if (fence > 0 && now >= next_stop_check) {
             next_stop_check = now + (uint64_t)stop_check_ms * SDD_NS_PER_MS;
-            bool stopped = stopped_peers(false, NULL);
-            if (stopped && !was_stopped) { /* maybe regions mapped since the last look */
+            uint64_t stopped_since = 0;
+            bool stopped = stopped_peers(false, &stopped_since);
+            /* A peer found stopped since the last look for regions: maybe regions were mapped
+             * since (a peer stopped just after another died was once missed so). */
+            if (stopped && stopped_since > rescanned) {
                 nr = rescan_regions(r, nr);
+                rescanned = now;
                 SDD_DEBUG("fabric", "an shm peer is stopped: watching %u shm regions", nr);
             }
             if (stopped) {
                 watch_end = now + WATCH_MS * SDD_NS_PER_MS;
             }
-            was_stopped = stopped;
         }
         if (watch_end != 0 && now >= watch_end) {
             unmap_regions(r, nr);
