@@ -16,8 +16,8 @@
  *   given up, maybe. A stall that ended while the lease held is no such sign: the RU could
  *   not give the BU up before the lease's echo + dead_ms, and the BU's heartbeats went out
  *   again before echo + dead_ms / 2. Over shm a peer stopped holding a region lock stalls
- *   everyone posting to that region for a few hundred ms (the fence time, dead_ms / 8, node.c)
- *   - a stall that counted (> dead_ms / 4) but ends inside the leases;
+ *   everyone posting to that region for a few hundred ms (the fence time is dead_ms / 8,
+ *   node.c): a stall that counts (> dead_ms / 4) but ends inside the leases;
  * - if no other live remote RU's lease holds either, it is the one cut off, maybe.
  * Either way it fences: it drops what it holds, unbuilt and unacknowledged, and leaves the
  * run; the RUs re-send those bulks to the survivors. Otherwise the RU failed, and its events

@@ -180,7 +180,7 @@ static char proc_state(pid_t pid)
 
 /* Kill watched peer w, stopped by a signal while the lock of region `name` held up its posters
  * for the fence time. The pidfd names the very process watched, never a reused PID. */
-static bool kill_stopped_peer(const struct watched *w, const char *name)
+static bool kill_stopped_peer(const struct watched *w, const char *name, unsigned fence)
 {
     if (syscall(SYS_pidfd_send_signal, w->fd, SIGKILL, NULL, 0) != 0) {
         SDD_WARN("fabric", "shm region %s: cannot kill stopped peer %d: %s", name, (int)w->pid,
@@ -191,7 +191,7 @@ static bool kill_stopped_peer(const struct watched *w, const char *name)
     SDD_WARN("fabric",
              "shm region %s: its lock was held for %u ms while peer process %d was stopped "
              "(SIGSTOP); killed it, so that the others can go on (SDDAQ_SHM_FENCE_MS=0: never)",
-             name, fence_ms(), (int)w->pid);
+             name, fence, (int)w->pid);
     return true;
 }
 
@@ -239,7 +239,7 @@ static unsigned kill_stopped_peers(const char *name, unsigned fence)
     for (unsigned i = 0; i < g.n; i++) {
         if (look_at_peer(&g.w[i], now) == 'T' &&
             now - g.w[i].stopped_since >= (uint64_t)fence / 2 * SDD_NS_PER_MS) {
-            killed += kill_stopped_peer(&g.w[i], name);
+            killed += kill_stopped_peer(&g.w[i], name, fence);
         }
     }
     pthread_mutex_unlock(&g.mu);
@@ -260,13 +260,26 @@ static bool holder_may_be_stopped(const struct region *r)
     return !owner_gone && (stopped_peers(true, NULL) || ep_shm_stopped_mapper(r->name));
 }
 
+/* How long after a verdict on a lock held for held_ms the next one comes: the sooner of the
+ * fence verdict (at the fence time, then every half fence time) and the dead-holder verdict
+ * (at STUCK_MS, then every STUCK_MS). */
+static uint64_t ms_to_next_look(uint64_t held_ms, unsigned fence)
+{
+    uint64_t stuck = held_ms < STUCK_MS ? STUCK_MS - held_ms : STUCK_MS;
+    if (fence == 0) {
+        return stuck;
+    }
+    uint64_t fenced = held_ms < fence ? fence - held_ms : fence / 2;
+    return fenced < stuck ? fenced : stuck;
+}
+
 /* A verdict on a lock held since r->held_since. Past the fence time with a peer stopped by a
  * signal for half of it at least: kill the stopped peers, and release the lock if it is still
- * held CONFIRM_MS later with nobody stopped. Else, once held STUCK_MS: keep it while a stopped
- * process may hold it (it comes back), and release it at a second verdict CONFIRM_MS later that
- * still finds nobody stopped. A holder continued (SIGCONT) just before the first is back inside its
- * critical section and lets the lock go within moments: a release at the first verdict let
- * one such finish on a region the others had gone on using (session 34). */
+ * held CONFIRM_MS later with nobody stopped. Else, once held STUCK_MS: keep it while a
+ * stopped process may hold it (it comes back), and release it at a second verdict CONFIRM_MS
+ * later that still finds nobody stopped. A holder continued (SIGCONT) just before the first
+ * is back inside its critical section and lets the lock go within moments: a release at the
+ * first verdict let one such finish on a region the others had gone on using (session 34). */
 static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t now)
 {
     uint64_t held_ms = (now - r->held_since) / SDD_NS_PER_MS;
@@ -277,18 +290,14 @@ static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t 
         r->look_ns = now + CONFIRM_MS * SDD_NS_PER_MS;
         return;
     }
-    /* Looks again after STUCK_MS, or at the fence time if sooner, or past it every half fence
-     * time (a stopped peer found so only lately may be killed at the next). */
-    uint64_t fence_next_ms = held_ms < fence ? fence - held_ms : fence / 2;
-    uint64_t next_ms = fence > 0 && fence_next_ms < STUCK_MS ? fence_next_ms : STUCK_MS;
-    if (held_ms < STUCK_MS && !r->fenced) { /* a fence verdict that found nobody stopped */
-        uint64_t to_stuck = STUCK_MS - held_ms;
-        r->look_ns = now + (next_ms < to_stuck ? next_ms : to_stuck) * SDD_NS_PER_MS;
+    uint64_t next_ns = now + ms_to_next_look(held_ms, fence) * SDD_NS_PER_MS;
+    if (held_ms < STUCK_MS && !r->fenced) { /* a fence verdict that killed nobody */
+        r->look_ns = next_ns;
         return;
     }
     if (holder_may_be_stopped(r)) {
         r->cleared = false;
-        r->look_ns = now + next_ms * SDD_NS_PER_MS;
+        r->look_ns = next_ns;
         return;
     }
     if (!r->cleared && !r->fenced) {
@@ -306,22 +315,21 @@ static void judge(struct region *r, _Atomic int *lock, int free_value, uint64_t 
 }
 
 /* One look at every region's lock: judge one found held in every look since its first, at the
- * times judge sets (the first: the fence time or STUCK_MS, whichever is sooner), and only if
+ * times ms_to_next_look sets, and only if
  * the looks were at least half as many as SAMPLE_MS makes (a watch thread kept off the CPU
  * for long saw too little to tell). A dead owner's region is released whoever else is
  * stopped: nothing reads it any more. */
 static void sample_locks(struct region *r, unsigned n, int free_value)
 {
     uint64_t now = sdd_now_ns();
-    unsigned fence = fence_ms();
-    unsigned first_ms = fence > 0 && fence < STUCK_MS ? fence : STUCK_MS;
+    uint64_t first_ns = now + ms_to_next_look(0, fence_ms()) * SDD_NS_PER_MS;
     for (unsigned i = 0; i < n; i++) {
         _Atomic int *lock = (_Atomic int *)(void *)(r[i].page + REGION_LOCK_AT);
         if (atomic_load_explicit(lock, memory_order_relaxed) == free_value) {
             r[i].held = 0;
         } else if (r[i].held++ == 0) {
             r[i].held_since = now;
-            r[i].look_ns = now + first_ms * SDD_NS_PER_MS;
+            r[i].look_ns = first_ns;
             r[i].cleared = false;
             r[i].fenced = false;
         } else if (now >= r[i].look_ns &&
